@@ -1,0 +1,44 @@
+# torch2jax_ops — every set-up step lives here, so a fresh clone needs only
+# `make parity` or `make test`.
+#
+# Overridable: make TORCH=2.13.0 PYTHON=python3.11 parity
+PYTHON ?= python3
+TORCH  ?= 2.13.0
+VENV   ?= .venv
+REPORT ?= parity_report
+PY      = $(VENV)/bin/python
+PIP     = $(PY) -m pip
+STAMP   = $(VENV)/.installed-$(TORCH)
+
+.PHONY: all setup parity test unit-tests parity-tests bench clean
+
+all: test
+
+setup: $(STAMP)
+
+# Order matters: the CPU build of torch first (pinned, so nothing pulls the
+# multi-GB CUDA build), then torch_scatter, which has only a source release
+# and must be compiled against the torch that is already installed.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	$(PIP) install -q "torch==$(TORCH)"
+	$(PIP) install -q jax jaxlib numpy
+	$(PY) -c "import torch_scatter" 2>/dev/null || \
+	  $(PIP) install --no-build-isolation torch-scatter
+	$(PIP) install -q -e ".[parity]"
+	$(PY) -c "import torch, torch_scatter, torch_geometric, jax; print('torch', torch.__version__, '| torch_scatter', torch_scatter.__version__, '| torch_geometric', torch_geometric.__version__, '| jax', jax.__version__)"
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+parity: setup
+	$(PY) -m torch2jax_ops parity --report $(REPORT)
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests parity_tests migration_guide
+
+bench: setup
+	$(PY) benchmarks/run.py --out benchmarks/RESULTS.md
+
+clean:
+	rm -rf $(VENV) $(REPORT) .pytest_cache .hypothesis

@@ -1,0 +1,13 @@
+"""Side-by-side parity tooling: compare a torch function with its JAX port.
+
+Needs torch installed (``pip install torch2jax_ops[parity]``)::
+
+    from torch2jax_ops.parity import compare, assert_parity
+    result = compare(torch_scatter.scatter_max, torch2jax_ops.scatter_max, src, index)
+    print(result)            # a table: every output and gradient, errors vs tolerance
+"""
+from .compare import LeafResult, ParityError, ParityResult, assert_parity, compare, compare_arrays
+from .deviations import DEVIATIONS, Deviation
+
+__all__ = ["compare", "assert_parity", "compare_arrays", "ParityResult", "LeafResult",
+           "ParityError", "DEVIATIONS", "Deviation"]

@@ -1,0 +1,78 @@
+"""The parity suite: a registry of cases, each a torch original vs its JAX port.
+
+One case list serves both ``parity_tests/`` (pytest parametrises over it) and
+the ``torch2jax-ops parity`` report, so the two can never disagree.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import time
+from typing import Any, Callable, Iterable, Optional
+
+from .. import dtypes
+from .compare import ParityResult, compare
+
+__all__ = ["Case", "register", "cases", "run_case", "SECTIONS"]
+
+
+@dataclasses.dataclass
+class Case:
+    """One comparison: ``build()`` returns (torch_fn, jax_fn, args, kwargs, options)."""
+    section: str
+    op: str
+    dtype: str
+    label: str
+    build: Callable[[], tuple]
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}[{self.dtype}]-{self.label}"
+
+    @property
+    def x64(self) -> bool:
+        """64-bit dtypes run with JAX's 64-bit mode on; the rest in JAX's default mode."""
+        return dtypes.needs_x64(self.dtype)
+
+    def run(self) -> ParityResult:
+        with dtypes.x64(self.x64):
+            torch_fn, jax_fn, args, kwargs, options = self.build()
+            return compare(torch_fn, jax_fn, *args, name=self.id, **options, **kwargs)
+
+
+#: section name -> functions that yield cases (filled by the case modules).
+SECTIONS: dict[str, list[Callable[[], Iterable[Case]]]] = {}
+
+
+def register(section: str) -> Callable:
+    """Decorator: add a case generator to a section of the suite."""
+    def add(generator: Callable[[], Iterable[Case]]) -> Callable:
+        SECTIONS.setdefault(section, []).append(generator)
+        return generator
+    return add
+
+
+def _load() -> None:
+    from . import cases_scatter  # noqa: F401  (registers its cases)
+
+
+def cases(section: Optional[str] = None, only: Optional[str] = None) -> list[Case]:
+    """All registered cases, optionally of one section and matching a glob on the case id."""
+    _load()
+    found = [case for name, gens in SECTIONS.items() if section in (None, name)
+             for gen in gens for case in gen()]
+    if only:  # a substring of the case id, or a glob
+        found = [c for c in found if only in c.id or fnmatch.fnmatchcase(c.id, only)]
+    return found
+
+
+def run_case(case: Case) -> dict[str, Any]:
+    """Run one case; errors inside become a failed row, never a crash of the report."""
+    start = time.perf_counter()
+    try:
+        result = case.run()
+        error = None
+    except Exception as exc:  # noqa: BLE001 - reported, not hidden
+        result, error = None, f"{type(exc).__name__}: {exc}"
+    return {"case": case, "result": result, "error": error,
+            "seconds": time.perf_counter() - start}
