@@ -35,7 +35,7 @@ parity: setup
 	$(PY) -m torch2jax_ops parity --report $(REPORT)
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests parity_tests migration_guide
+	$(PY) -m pytest -q -p no:cacheprovider tests parity_tests
 
 bench: setup
 	$(PY) benchmarks/run.py --out benchmarks/RESULTS.md

@@ -1,0 +1,83 @@
+"""The ``torch2jax-ops`` command line (also ``python -m torch2jax_ops``).
+
+    torch2jax-ops parity [--report DIR] [--only PATTERN] [--section NAME] [--quiet]
+
+runs the parity suite against the installed torch / torch_scatter, prints a
+table per op and dtype plus the documented deviations, writes report.md and
+report.json to DIR, and exits 1 when any case fails.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+
+def _parity(args: argparse.Namespace) -> int:
+    try:
+        from .parity import report, suite
+        from .parity.deviations import DEVIATIONS
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+        from rich.table import Table
+    except ImportError as exc:
+        print(f"torch2jax-ops parity needs the parity extras ({exc.name} is missing): "
+              f"pip install 'torch2jax_ops[parity]' (or run `make parity`)", file=sys.stderr)
+        return 2
+
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    cases = suite.cases(args.section, args.only)
+    if not cases:
+        console.print(f"no parity case matches --only {args.only!r}")
+        return 2
+    with Progress(TextColumn("[bold]parity"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
+                  disable=args.quiet, transient=True) as progress:
+        task = progress.add_task("", total=len(cases))
+        runs = report.run_suite(cases, lambda case: progress.update(
+            task, advance=1, description=case.id))
+    rows = report.summarize(runs)
+
+    table = Table(title="torch2jax_ops vs " + ", ".join(
+        f"{k} {v}" for k, v in report.versions().items() if k != "python"))
+    for column in ("section", "op", "dtype", "cases", "max abs err", "err/tol", "result",
+                   "deviations"):
+        table.add_column(column, justify="right" if column in ("cases", "max abs err",
+                                                               "err/tol") else "left")
+    for r in rows:
+        table.add_row(r["section"], r["op"], r["dtype"], str(r["cases"]),
+                      f"{r['max_abs_err']:.3g}", f"{r['worst_err_over_tol']:.3g}",
+                      "[green]pass" if not r["failed"] else f"[red]FAIL ({r['failed']})",
+                      ", ".join(r["deviations"]) or "-")
+    console.print(table)
+    console.print("\n[bold]Documented deviations[/bold] (the original is wrong or unsafe here):")
+    for d in DEVIATIONS:
+        console.print(f"  - {d.id} ({', '.join(d.ops)}): torch: {d.original}; "
+                      f"ours: {d.ours}. Proof: {d.proof}")
+    failed = [f for r in rows for f in r["failures"]]
+    for f in failed[:20]:
+        console.print(f"\n[red]FAILED {f['case']}[/red]\n{f['error'] or f['detail']}")
+    if args.report:
+        paths = report.write_report(rows, args.report)
+        console.print(f"\nreport written: {paths['markdown']}, {paths['json']}")
+    total = sum(r["cases"] for r in rows)
+    console.print(f"\n{total - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="torch2jax-ops", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    parity = commands.add_parser("parity", help="compare every op with the real torch libraries")
+    parity.add_argument("--report", metavar="DIR", help="write report.md and report.json here")
+    parity.add_argument("--only", metavar="PATTERN",
+                        help="run the cases whose id contains PATTERN (or matches it as a glob)")
+    parity.add_argument("--section", help="run one section of the suite (e.g. ops)")
+    parity.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    return _parity(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
