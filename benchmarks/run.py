@@ -26,14 +26,17 @@ import torch2jax_ops as t2j
 OPS = ("sum", "mean", "max", "mul")
 
 
-def median_seconds(fn, repeat: int) -> float:
-    fn()  # warm-up: compilation / allocator
-    times = []
+def median_seconds(runs: dict, repeat: int) -> dict:
+    """Median time per contender, measured round-robin so machine drift hits all alike."""
+    for fn in runs.values():
+        fn()  # warm-up: compilation / allocator
+    times: dict = {name: [] for name in runs}
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def contenders(op: str, src_t, idx_t, src_j, idx_j, n: int) -> dict:
@@ -74,8 +77,7 @@ def run(edges: int, features: int, nodes: int, repeat: int) -> list[dict]:
             src_t = torch.tensor(data, dtype=torch.float32)
             idx_t = torch.tensor(index, dtype=torch.int64)
             src_j, idx_j = jnp.asarray(data, jnp.float32), jnp.asarray(index, jnp.int32)
-            times = {name: median_seconds(fn, repeat) for name, fn in
-                     contenders(op, src_t, idx_t, src_j, idx_j, nodes).items()}
+            times = median_seconds(contenders(op, src_t, idx_t, src_j, idx_j, nodes), repeat)
             rows.append({"op": op, "order": order, "times": times})
             print(f"{op:5s} {order:8s} " + "  ".join(f"{k}: {v * 1e3:8.2f} ms"
                                                      for k, v in times.items()), flush=True)
@@ -88,7 +90,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         "# Benchmarks", "",
         f"Scatter family, float32, E={args.edges:,} edges x F={args.features} features into "
         f"N={args.nodes:,} groups (dim=0). Median of {args.repeat} runs after a warm-up, all "
-        f"contenders in one process on the same data; written by `make bench` on "
+        f"contenders in one process on the same data, timed round-robin; written by `make bench` on "
         f"{datetime.date.today().isoformat()}.", "",
         f"Machine: {platform.machine()}, {torch.get_num_threads()} torch threads, "
         f"Python {platform.python_version()}, jax {jax.__version__}, torch {torch.__version__}, "
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--nodes", type=int, default=50_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=11)
     parser.add_argument("--out", default="benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
     rows = run(args.edges, args.features, args.nodes, args.repeat)

@@ -133,3 +133,14 @@ def test_half_precision_sums_accumulate_in_float32():
     ones = jnp.ones(3000, jnp.float16)
     assert float(t2j.scatter_sum(ones, jnp.zeros(3000, jnp.int32))[0]) == 3000.0
     assert float(t2j.scatter_mean(ones, jnp.zeros(3000, jnp.int32))[0]) == 1.0
+
+
+@pytest.mark.parametrize("op", ["scatter_sum", "scatter_max", "scatter_mul"])
+def test_huge_int64_ids_under_jit_are_dropped_not_aliased(op):
+    with dtypes.x64():
+        index = jnp.array([0, 2**32, 1, -(2**32) + 1], jnp.int64)  # int32 casts: 0 and 1
+        src = jnp.array([1.0, 5.0, 2.0, 7.0])
+        f = jax.jit(lambda s, i: getattr(t2j, op)(s, i, dim_size=2))
+        got = f(src, index)
+        got = got[0] if isinstance(got, tuple) else got
+        np.testing.assert_array_equal(np.asarray(got), [1.0, 2.0])

@@ -193,9 +193,12 @@ def take_groups(per_group: jax.Array, ids: jax.Array, fill: Any = 0) -> jax.Arra
     Ids outside ``[0, num_segments)`` (invalid rows) get ``fill``; works with
     zero groups too.
     """
-    if per_group.shape[0] == 0:
+    count = per_group.shape[0]
+    if count == 0:
         return jnp.full(ids.shape + per_group.shape[1:], fill, per_group.dtype)
-    return jnp.take(per_group, ids, axis=0, mode="fill", fill_value=fill)
+    # jnp.take wraps negative ids even in "fill" mode: send them out of range.
+    return jnp.take(per_group, jnp.where(ids < 0, count, ids), axis=0, mode="fill",
+                    fill_value=fill)
 
 
 class Groups:
@@ -207,7 +210,8 @@ class Groups:
     broadcast (I[a] == 1) ride along as trailing feature axes. So::
 
         rows   = src rearranged to (M, *carried)      M = S[dim] * prod(varying)
-        ids    = (M,) group ids in [0, num_segments), invalid -> num_segments
+        ids    = (M,) group ids; any id outside [0, num_segments) is invalid
+                 and reaches no group (segment ops drop it, take_groups fills)
         result = segment_op(rows, ids, num_segments)  (num_segments, *carried)
         out    = restore(result)                      src's shape with size at dim
 
@@ -238,10 +242,16 @@ class Groups:
         # index -> (length, fold) in perm order, without materialising carried axes.
         full = tuple(shape[a] if (a == dim or a in varying) else 1 for a in range(src.ndim))
         idx = jnp.broadcast_to(index.reshape(aligned), full)
-        idx = jnp.transpose(idx, self.perm).reshape(self.length, self.fold).astype(id_dtype)
-        valid = (idx >= 0) & (idx < size)
-        linear = idx * self.fold + jnp.arange(self.fold, dtype=id_dtype)[None, :]
-        self.ids = jnp.where(valid, linear, self.num_segments).reshape(self.num_rows)
+        idx = jnp.transpose(idx, self.perm).reshape(self.length, self.fold)
+        if self.fold == 1 and idx.dtype == id_dtype:
+            # The common case costs nothing: segment_* ops drop ids outside
+            # [0, num_segments) themselves, and take_groups guards gathers.
+            self.ids = idx.reshape(self.num_rows)
+        else:  # range-check before any cast or folding could alias a bad id into range
+            valid = (idx >= 0) & (idx < size)
+            idx = jnp.where(valid, idx, size).astype(id_dtype)
+            linear = idx * self.fold + jnp.arange(self.fold, dtype=id_dtype)[None, :]
+            self.ids = jnp.where(valid, linear, self.num_segments).reshape(self.num_rows)
 
     @classmethod
     def build(cls, fn: str, src: Any, index: Any, dim: Any, out: Any, dim_size: Any

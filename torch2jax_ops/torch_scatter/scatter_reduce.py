@@ -172,7 +172,7 @@ def _extreme_impl(rows, out_groups, ids, positions, num_segments, length, kind):
         value = jnp.where(better(best, out_groups), best, out_groups)
         gathered_threshold = take_groups(out_groups, ids, 0)
     gathered = take_groups(value, ids, 0)
-    valid = (ids < num_segments).reshape((-1,) + (1,) * (rows.ndim - 1))
+    valid = ((ids >= 0) & (ids < num_segments)).reshape((-1,) + (1,) * (rows.ndim - 1))
     wins = valid & (clean == gathered) & better(clean, gathered_threshold)
     pos = positions.reshape((-1,) + (1,) * (rows.ndim - 1))
     candidate = jnp.where(wins, pos, jnp.asarray(length, pos.dtype))
