@@ -74,14 +74,6 @@ def torch_dtype(name_or_dtype: Any):
     return getattr(torch, name)
 
 
-def is_floating(dtype: Any) -> bool:
-    return name_of(dtype) in FLOAT_NAMES
-
-
-def is_integer(dtype: Any) -> bool:
-    return name_of(dtype) in INT_NAMES
-
-
 def tolerance(dtype: Any, kind: str = "output") -> tuple[float, float]:
     """Default (rtol, atol) for comparing values of this dtype; (0, 0) = exact.
 

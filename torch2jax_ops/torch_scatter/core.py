@@ -30,7 +30,7 @@ from .. import dtypes
 
 __all__ = [
     "as_array", "is_traced", "normalize_dim", "check_index", "static_int",
-    "aligned_index_shape", "output_size", "check_bounds", "check_out", "take_groups", "Groups",
+    "aligned_index_shape", "index_extent", "output_size", "check_bounds", "check_out", "take_groups", "Groups",
 ]
 
 
@@ -121,8 +121,17 @@ def aligned_index_shape(index_shape: Sequence[int], src_shape: Sequence[int],
     return shape
 
 
+def index_extent(index: jax.Array) -> Optional[tuple[int, int]]:
+    """(min, max) of a concrete, non-empty index (one host read); None when traced or empty."""
+    if is_traced(index) or index.size == 0:
+        return None
+    values = np.asarray(index)
+    return int(values.min()), int(values.max())
+
+
 def output_size(fn: str, index: jax.Array, index_numel: int, dim_size: Optional[int],
-                out: Optional[jax.Array], dim: int) -> int:
+                out: Optional[jax.Array], dim: int,
+                extent: Optional[tuple[int, int]] = None) -> int:
     """Size of the output along the reduced axis, by torch_scatter's rule.
 
     ``out``'s size if given, else ``dim_size``, else 0 for an empty index, else
@@ -145,10 +154,11 @@ def output_size(fn: str, index: jax.Array, index_numel: int, dim_size: Optional[
             f"jax.vmap): the number of groups would be index.max() + 1, a value JAX cannot "
             f"turn into a static shape. Pass dim_size=<number of groups> as a Python int "
             f"(e.g. num_nodes), or compute it outside jit")
-    return int(np.asarray(index).max()) + 1
+    return (extent or index_extent(index))[1] + 1
 
 
-def check_bounds(index: jax.Array, size: int, fn: str, name: str = "index") -> None:
+def check_bounds(index: jax.Array, size: int, fn: str, name: str = "index",
+                 extent: Optional[tuple[int, int]] = None) -> None:
     """Reject indices outside ``[0, size)``: eagerly when concrete, via checkify when traced."""
     if index.size == 0:
         return
@@ -158,8 +168,7 @@ def check_bounds(index: jax.Array, size: int, fn: str, name: str = "index") -> N
             f"{fn}: `{name}` has values outside [0, {size}) (min {{lo}}, max {{hi}})",
             lo=jnp.min(index), hi=jnp.max(index))
         return
-    values = np.asarray(index)
-    lo, hi = int(values.min()), int(values.max())
+    lo, hi = extent or index_extent(index)
     if lo < 0:
         raise IndexError(
             f"{fn}: `{name}` contains negative values (min {lo}); valid range is "
@@ -273,9 +282,10 @@ class Groups:
         out = check_out(out, src, dim, fn)
         aligned = aligned_index_shape(index.shape, src.shape, dim, fn)
         numel = src.size  # the index is expanded to src's shape
-        size = output_size(fn, index, numel, dim_size, out, dim)
+        extent = index_extent(index) if numel else None
+        size = output_size(fn, index, numel, dim_size, out, dim, extent)
         if numel:
-            check_bounds(index, size, fn)
+            check_bounds(index, size, fn, extent=extent)
         return cls(fn, src, index, dim, size, aligned), src, out
 
     # -- moving data between the user's layout and the flat group layout --
@@ -297,10 +307,6 @@ class Groups:
         return jnp.repeat(jnp.arange(self.length, dtype=dtypes.index_dtype()), self.fold,
                           total_repeat_length=self.num_rows)
 
-    def gather(self, per_group: jax.Array, fill: Any = 0) -> jax.Array:
-        """Each row's group value: (num_segments, ...) -> (M, ...); invalid rows get ``fill``."""
-        return take_groups(per_group, self.ids, fill)
-
     def sum(self, x: jax.Array) -> jax.Array:
         """Per-group sum of src-shaped ``x``, accumulated as torch does (half types in float32).
 
@@ -315,7 +321,3 @@ class Groups:
         ones = jnp.ones((self.num_rows,), jnp.int32)
         count = jax.ops.segment_sum(ones, self.ids, self.num_segments)
         return count.reshape((self.num_segments,) + (1,) * len(self.carried_shape))
-
-    def expand_rows(self, per_row: jax.Array) -> jax.Array:
-        """(M,) -> (M, 1, ...) so it broadcasts against rows."""
-        return per_row.reshape((self.num_rows,) + (1,) * len(self.carried_shape))
