@@ -1,7 +1,6 @@
 """Hypothesis-generated random cases: the scatter family vs torch_scatter."""
 import hypothesis.extra.numpy as hnp
 import numpy as np
-import torch
 import torch_scatter
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,7 +8,7 @@ from hypothesis import strategies as st
 import torch2jax_ops as t2j
 from torch2jax_ops import dtypes
 from torch2jax_ops.parity import assert_parity
-from torch2jax_ops.parity.cases_scatter import op_pair
+from torch2jax_ops.parity.cases_scatter import index_for, op_pair, values
 
 REDUCE_OPS = ["scatter_sum", "scatter_mean", "scatter_mul", "scatter_min", "scatter_max"]
 
@@ -32,16 +31,9 @@ def scatter_problem(draw):
 
 
 def _tensors(shape, dim, index_shape, groups, seed, dtype, op):
+    """The case matrix's own data generators (ties on a 0.5 grid, mul near 1)."""
     rng = np.random.default_rng(seed)
-    if dtype in dtypes.INT_NAMES:
-        data = rng.integers(-4, 5, size=shape)
-    elif op == "scatter_mul":
-        data = rng.uniform(0.5, 1.5, size=shape)
-    else:
-        data = np.round(rng.normal(size=shape) * 4) / 4
-    src = torch.tensor(data, dtype=torch.float64).to(dtypes.torch_dtype(dtype))
-    index = torch.tensor(rng.integers(0, groups, size=index_shape), dtype=torch.int64)
-    return src, index
+    return values(rng, shape, dtype, op), index_for(rng, index_shape, groups)
 
 
 @given(problem=scatter_problem(), op=st.sampled_from(REDUCE_OPS),

@@ -27,9 +27,6 @@ from . import dtypes
 
 __all__ = ["to_jax", "to_torch", "shares_memory"]
 
-_DOWNCAST = {"int64": "int32", "float64": "float32", "complex128": "complex64"}
-
-
 def _is_compact(t) -> bool:
     """Strides are a permutation of a dense layout (transposes are fine)."""
     if t.numel() <= 1:
@@ -75,7 +72,7 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
             raise TypeError(
                 f"to_jax: a {name} tensor needs JAX's 64-bit mode, which is off; JAX would "
                 f"silently downcast it. Enable it (jax.config.update('jax_enable_x64', True)) "
-                f"or pass allow_downcast=True to convert to {_DOWNCAST[name]}")
+                f"or pass allow_downcast=True to convert to {dtypes.X64_DOWNCAST[name]}")
         if copy is False:
             raise ValueError(f"to_jax: downcasting {name} makes a copy, but copy=False")
         if name == "int64" and t.numel():
@@ -85,7 +82,7 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
                 raise OverflowError(
                     f"to_jax: int64 values in [{lo}, {hi}] do not fit in int32; "
                     f"enable jax_enable_x64 instead of allow_downcast")
-        t = t.to(dtypes.torch_dtype(_DOWNCAST[name]))
+        t = t.to(dtypes.torch_dtype(dtypes.X64_DOWNCAST[name]))
     if not _is_compact(t):
         if copy is False:
             raise ValueError(f"to_jax: strides {tuple(t.stride())} for shape {tuple(t.shape)} "

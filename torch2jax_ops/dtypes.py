@@ -20,8 +20,10 @@ INT_NAMES = ("uint8", "int8", "int16", "int32", "int64")
 COMPLEX_NAMES = ("complex64", "complex128")
 ALL_NAMES = FLOAT_NAMES + INT_NAMES + ("bool",) + COMPLEX_NAMES
 
-#: dtypes that exist only in JAX's 64-bit mode (``jax_enable_x64``).
-X64_NAMES = ("float64", "int64", "complex128")
+#: dtypes that exist only in JAX's 64-bit mode (``jax_enable_x64``), and the
+#: 32-bit type each becomes when that mode is off.
+X64_DOWNCAST = {"int64": "int32", "float64": "float32", "complex128": "complex64"}
+X64_NAMES = tuple(X64_DOWNCAST)
 
 #: (rtol, atol) per dtype, as torch.testing.assert_close uses by default.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -72,6 +74,19 @@ def torch_dtype(name_or_dtype: Any):
     if name not in ALL_NAMES:
         raise TypeError(f"unsupported dtype {name_or_dtype!r}; supported: {', '.join(ALL_NAMES)}")
     return getattr(torch, name)
+
+
+def kind_of(dtype: Any) -> str:
+    """"float", "int", "complex" or "bool": what must agree between torch and JAX.
+
+    Integer widths may differ (JAX's follows its 64-bit mode); float names may not.
+    """
+    name = name_of(dtype)
+    if name in FLOAT_NAMES:
+        return "float"
+    if name in INT_NAMES:
+        return "int"
+    return "complex" if name in COMPLEX_NAMES else name
 
 
 def tolerance(dtype: Any, kind: str = "output") -> tuple[float, float]:

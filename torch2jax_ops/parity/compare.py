@@ -105,7 +105,7 @@ def _finite(x: float) -> float:
 
 def _to_numpy(x: Any) -> np.ndarray:
     """torch tensor / JAX array / scalar -> NumPy (bfloat16 widened to float32, exactly)."""
-    if type(x).__module__.startswith("torch"):
+    if _is_tensor(x):
         import torch
 
         x = x.detach().cpu()
@@ -114,14 +114,6 @@ def _to_numpy(x: Any) -> np.ndarray:
         return x.resolve_conj().numpy()
     arr = np.asarray(x)
     return arr.astype(np.float32) if arr.dtype.name == "bfloat16" else arr
-
-
-def _kind(name: str) -> str:
-    if name in dtypes.FLOAT_NAMES:
-        return "float"
-    if name in dtypes.INT_NAMES:
-        return "int"
-    return "complex" if name in dtypes.COMPLEX_NAMES else name
 
 
 def compare_arrays(expected: Any, actual: Any, path: str = "output", kind: str = "output",
@@ -139,18 +131,18 @@ def compare_arrays(expected: Any, actual: Any, path: str = "output", kind: str =
 
     if e.shape != a.shape:
         return fail(f"shape differs: torch {tuple(e.shape)}, jax {tuple(a.shape)}")
-    if _kind(e_name) != _kind(a_name) or (_kind(e_name) == "float" and e_name != a_name):
+    if dtypes.kind_of(e_name) != dtypes.kind_of(a_name) or (dtypes.kind_of(e_name) == "float" and e_name != a_name):
         return fail(f"dtype differs: torch {e_name}, jax {a_name}")
     if e.size == 0:
         return LeafResult(path, kind, tuple(e.shape), e_name, 0.0, 0.0, 0.0, None, rtol, atol, True)
-    if _kind(e_name) in ("int", "bool"):
+    if dtypes.kind_of(e_name) in ("int", "bool"):
         diff = np.abs(e.astype(np.float64) - a.astype(np.float64))
         worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
         bad = int(np.count_nonzero(diff))
         return LeafResult(path, kind, tuple(e.shape), e_name, float(diff.max()), float(diff.max()),
                           math.inf if bad else 0.0, tuple(int(i) for i in worst), 0.0, 0.0,
                           bad == 0, f"{bad} of {e.size} values differ" if bad else "")
-    e = e.astype(np.complex128 if _kind(e_name) == "complex" else np.float64)
+    e = e.astype(np.complex128 if dtypes.kind_of(e_name) == "complex" else np.float64)
     a = a.astype(e.dtype)
     e_nan, a_nan = np.isnan(e), np.isnan(a)
     e_inf, a_inf = np.isinf(e), np.isinf(a)
@@ -206,14 +198,15 @@ def _convert_arg(x: Any) -> Any:
     return x
 
 
-def _tensor_paths(tree: Any, prefix: str = "") -> list:
-    """(path, tensor) for every tensor leaf of an argument tree."""
-    if _is_tensor(tree):
+def _tensor_paths(tree: Any, prefix: str = "", is_leaf: Callable = _is_tensor) -> list:
+    """(path, leaf) for every tensor leaf (or ``is_leaf`` leaf) of an argument tree."""
+    if is_leaf(tree):
         return [(prefix, tree)]
     if isinstance(tree, dict):
-        return [p for k in tree for p in _tensor_paths(tree[k], f"{prefix}[{k!r}]")]
+        return [p for k in tree for p in _tensor_paths(tree[k], f"{prefix}[{k!r}]", is_leaf)]
     if isinstance(tree, (tuple, list)):
-        return [p for i, v in enumerate(tree) for p in _tensor_paths(v, f"{prefix}[{i}]")]
+        return [p for i, v in enumerate(tree)
+                for p in _tensor_paths(v, f"{prefix}[{i}]", is_leaf)]
     return []
 
 
@@ -269,7 +262,8 @@ def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
     # JAX side: same values, converted once.
     jax_args = _convert_arg(list(args))
     jax_kwargs = _convert_arg(dict(kwargs))
-    wrt_values = [dlpack.to_jax(t, allow_downcast=True) for _, t in wrt]
+    converted = dict(_tensor_paths(jax_args, is_leaf=lambda x: isinstance(x, jax.Array)))
+    wrt_values = [converted[p] for p, _ in wrt]
 
     def run_jax(*diff):
         call_args = _replace(jax_args, "", {p: v for (p, _), v in zip(wrt, diff)})

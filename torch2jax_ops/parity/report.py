@@ -30,8 +30,7 @@ def summarize(runs: list) -> list[dict]:
         row = rows.setdefault((case.section, case.op, case.dtype), {
             "section": case.section, "op": case.op, "dtype": case.dtype, "cases": 0,
             "failed": 0, "max_abs_err": 0.0, "worst_err_over_tol": 0.0, "failures": [],
-            "deviations": [d.id for d in for_op(case.op.split("-")[0] if "-" in case.op
-                                                 else case.op)]})
+            "deviations": [d.id for d in for_op(case.op.split("-")[0])]})
         row["cases"] += 1
         if run["error"] or not result.passed:
             row["failed"] += 1

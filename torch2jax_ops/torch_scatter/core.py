@@ -30,7 +30,8 @@ from .. import dtypes
 
 __all__ = [
     "as_array", "is_traced", "normalize_dim", "check_index", "static_int",
-    "aligned_index_shape", "index_extent", "output_size", "check_bounds", "check_out", "take_groups", "Groups",
+    "aligned_index_shape", "index_extent", "output_size", "check_bounds", "check_out",
+    "take_groups", "Groups",
 ]
 
 
@@ -307,14 +308,17 @@ class Groups:
         return jnp.repeat(jnp.arange(self.length, dtype=dtypes.index_dtype()), self.fold,
                           total_repeat_length=self.num_rows)
 
-    def sum(self, x: jax.Array) -> jax.Array:
-        """Per-group sum of src-shaped ``x``, accumulated as torch does (half types in float32).
+    def sum(self, x: jax.Array, out: Optional[jax.Array] = None) -> jax.Array:
+        """Per-group sum of src-shaped ``x`` (plus out-shaped ``out``), as (num_segments, *carried).
 
-        Returned in the accumulation dtype; callers round to src's dtype.
+        Accumulated as torch does (half types in float32) and rounded once to x's dtype.
         """
         rows = self.rows(x)
-        return jax.ops.segment_sum(rows.astype(dtypes.accumulation_dtype(rows.dtype)),
-                                   self.ids, self.num_segments)
+        acc = dtypes.accumulation_dtype(rows.dtype)
+        total = jax.ops.segment_sum(rows.astype(acc), self.ids, self.num_segments)
+        if out is not None:
+            total = self.groups(out).astype(acc) + total
+        return total.astype(rows.dtype)
 
     def counts(self) -> jax.Array:
         """(num_segments, 1, ...) int32 number of rows per group, broadcastable to a result."""

@@ -34,10 +34,7 @@ REDUCTIONS = ("sum", "add", "mul", "mean", "min", "max")
 def scatter_sum(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
     """Sum of ``src`` entries per group; empty groups give 0 (``out`` + sum with ``out``)."""
     groups, src, out = Groups.build("scatter_sum", src, index, dim, out, dim_size)
-    total = groups.sum(src)
-    if out is not None:
-        total = groups.groups(out).astype(total.dtype) + total
-    return groups.restore(total.astype(src.dtype))
+    return groups.restore(groups.sum(src, out))
 
 
 def scatter_add(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
@@ -53,10 +50,7 @@ def scatter_mean(src, index, dim: int = -1, out=None, dim_size: Optional[int] = 
     and divide in float32, rounding like torch.
     """
     groups, src, out = Groups.build("scatter_mean", src, index, dim, out, dim_size)
-    total = groups.sum(src)
-    if out is not None:
-        total = groups.groups(out).astype(total.dtype) + total
-    total = total.astype(src.dtype)  # torch rounds the sum, then divides
+    total = groups.sum(src, out)  # rounded to src's dtype first, then divided, as torch does
     count = jnp.maximum(groups.counts(), 1)
     if jnp.issubdtype(src.dtype, jnp.integer):
         mean = jnp.floor_divide(total, count.astype(src.dtype))
