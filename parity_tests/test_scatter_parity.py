@@ -8,7 +8,7 @@ import pytest
 
 from torch2jax_ops.parity import suite
 
-CASES = suite.cases("ops", only="scatter")
+CASES = suite.cases("scatter")
 
 
 def test_matrix_covers_every_op_and_dtype():

@@ -5,8 +5,13 @@ The torch_scatter mirror is importable from here or from
 package's ops; only ``torch2jax_ops.parity`` (and the DLPack helpers) need it.
 """
 from .checking import checked
-from .torch_scatter import (scatter, scatter_add, scatter_max, scatter_mean, scatter_min,
-                            scatter_mul, scatter_sum)
+from .torch_scatter import (gather_coo, gather_csr, scatter, scatter_add, scatter_log_softmax,
+                            scatter_logsumexp, scatter_max, scatter_mean, scatter_min,
+                            scatter_mul, scatter_softmax, scatter_std, scatter_sum,
+                            segment_add_coo, segment_add_csr, segment_coo, segment_csr,
+                            segment_max_coo, segment_max_csr, segment_mean_coo,
+                            segment_mean_csr, segment_min_coo, segment_min_csr,
+                            segment_sum_coo, segment_sum_csr)
 
 __version__ = "0.1.0"
 
@@ -14,4 +19,9 @@ __all__ = [
     "checked",
     "scatter", "scatter_sum", "scatter_add", "scatter_mul", "scatter_mean",
     "scatter_min", "scatter_max",
+    "segment_csr", "segment_sum_csr", "segment_add_csr", "segment_mean_csr",
+    "segment_min_csr", "segment_max_csr", "gather_csr",
+    "segment_coo", "segment_sum_coo", "segment_add_coo", "segment_mean_coo",
+    "segment_min_coo", "segment_max_coo", "gather_coo",
+    "scatter_std", "scatter_logsumexp", "scatter_softmax", "scatter_log_softmax",
 ]

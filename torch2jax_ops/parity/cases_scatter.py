@@ -67,10 +67,14 @@ def op_pair(op: str, reduce: Optional[str] = None) -> tuple[Callable, Callable]:
     extra = {} if reduce is None else {"reduce": reduce}
 
     def torch_fn(src, index, out=None, **kw):
-        return theirs(src, index, out=None if out is None else out.clone(), **kw, **extra)
+        if out is not None:  # only ops that have `out` get it (softmax has none)
+            kw["out"] = out.clone()
+        return theirs(src, index, **kw, **extra)
 
     def jax_fn(src, index, out=None, **kw):
-        return ours(src, index, out=out, **kw, **extra)
+        if out is not None:
+            kw["out"] = out
+        return ours(src, index, **kw, **extra)
 
     torch_fn.__name__ = f"torch_scatter.{op}"
     jax_fn.__name__ = f"torch2jax_ops.{op}"
@@ -90,7 +94,7 @@ def kind_of(op: str, reduce: Optional[str]) -> str:
     return reduce or op.replace("scatter_", "")
 
 
-@register("ops")
+@register("scatter")
 def layout_cases() -> Iterable[Case]:
     for op, reduce in _variants():
         for dtype in DTYPES:
@@ -106,10 +110,10 @@ def layout_cases() -> Iterable[Case]:
                     index = index_for(rng, index_shape, groups)
                     kwargs = {"dim": dim, "dim_size": dim_size}
                     return torch_fn, jax_fn, (src, index), kwargs, {}
-                yield Case("ops", _name(op, reduce), dtype, label, build)
+                yield Case("scatter", _name(op, reduce), dtype, label, build)
 
 
-@register("ops")
+@register("scatter")
 def out_cases() -> Iterable[Case]:
     """``out=`` given: accumulate into it (sum/mean/mul) or reduce with it (min/max)."""
     for op, reduce in _variants():
@@ -124,10 +128,10 @@ def out_cases() -> Iterable[Case]:
                 # torch_scatter gives `out` no gradient for min/max/mul (a deviation).
                 wrt = [0, 2] if kind in ("sum", "add", "mean") else [0]
                 return torch_fn, jax_fn, (src, index, out), {"dim": 0}, {"grad_wrt": wrt}
-            yield Case("ops", _name(op, reduce), dtype, "out-given", build)
+            yield Case("scatter", _name(op, reduce), dtype, "out-given", build)
 
 
-@register("ops")
+@register("scatter")
 def special_value_cases() -> Iterable[Case]:
     """NaN, +-inf, all -inf / +inf groups and the dtype's extreme finite values."""
     import torch
@@ -145,7 +149,7 @@ def special_value_cases() -> Iterable[Case]:
                     index = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5])
                     # NaN gradients of mul differ by design (torch_scatter zeroes NaN).
                     return torch_fn, jax_fn, (src, index), {"dim": 0}, {"grad": kind != "mul"}
-                yield Case("ops", _name(op, reduce), dtype, "nan-inf", build)
+                yield Case("scatter", _name(op, reduce), dtype, "nan-inf", build)
             if kind in ("min", "max"):
                 def build_extreme(op=op, reduce=reduce, dtype=dtype, is_float=is_float):
                     torch_fn, jax_fn = op_pair(op, reduce)
@@ -155,4 +159,4 @@ def special_value_cases() -> Iterable[Case]:
                                        dtype=tdtype)
                     index = torch.tensor([0, 0, 1, 2, 2, 1])
                     return torch_fn, jax_fn, (src, index), {"dim": 0}, {}
-                yield Case("ops", _name(op, reduce), dtype, "extreme-finite", build_extreme)
+                yield Case("scatter", _name(op, reduce), dtype, "extreme-finite", build_extreme)

@@ -53,7 +53,7 @@ def register(section: str) -> Callable:
 
 
 def _load() -> None:
-    from . import cases_scatter  # noqa: F401  (registers its cases)
+    from . import cases_composite, cases_scatter, cases_segment  # noqa: F401  (register cases)
 
 
 def cases(section: Optional[str] = None, only: Optional[str] = None) -> list[Case]:

@@ -31,7 +31,7 @@ from .. import dtypes
 __all__ = [
     "as_array", "is_traced", "normalize_dim", "check_index", "static_int",
     "aligned_index_shape", "index_extent", "output_size", "check_bounds", "check_out",
-    "take_groups", "Groups",
+    "check_sorted", "check_indptr", "csr_ids", "gather_along", "take_groups", "Groups",
 ]
 
 
@@ -159,7 +159,9 @@ def output_size(fn: str, index: jax.Array, index_numel: int, dim_size: Optional[
 
 
 def check_bounds(index: jax.Array, size: int, fn: str, name: str = "index",
-                 extent: Optional[tuple[int, int]] = None) -> None:
+                 extent: Optional[tuple[int, int]] = None,
+                 target: str = "the output along dim",
+                 fix: str = "raise dim_size or fix the index") -> None:
     """Reject indices outside ``[0, size)``: eagerly when concrete, via checkify when traced."""
     if index.size == 0:
         return
@@ -176,8 +178,8 @@ def check_bounds(index: jax.Array, size: int, fn: str, name: str = "index",
             f"[0, {size}). Negative indices never wrap around in torch2jax_ops")
     if hi >= size:
         raise IndexError(
-            f"{fn}: `{name}` contains {hi}, out of range for an output of size {size} "
-            f"along dim (valid range [0, {size})); raise dim_size or fix the index")
+            f"{fn}: `{name}` contains {hi}, out of range for {target} of size {size} "
+            f"(valid range [0, {size})); {fix}")
 
 
 def check_out(out: Any, src: jax.Array, dim: int, fn: str) -> Optional[jax.Array]:
@@ -195,6 +197,101 @@ def check_out(out: Any, src: jax.Array, dim: int, fn: str) -> Optional[jax.Array
         raise TypeError(f"{fn}: `out` has dtype {out.dtype} but `src` has {src.dtype}; "
                         f"they must match (torch_scatter does not promote)")
     return out
+
+
+def check_sorted(index: jax.Array, fn: str, name: str = "index") -> None:
+    """``index`` must be non-decreasing along its last axis (segment_coo's contract).
+
+    torch_scatter trusts it and returns wrong values (or corrupts memory) when
+    it is not; here a concrete index raises, a traced one is checked through
+    :func:`torch2jax_ops.checked`.
+    """
+    if index.shape[-1] < 2:
+        return
+    if is_traced(index):
+        checkify.debug_check(jnp.all(index[..., 1:] >= index[..., :-1]),
+                             f"{fn}: `{name}` must be sorted (non-decreasing) along its last axis")
+        return
+    values = np.asarray(index)
+    steps = np.diff(values, axis=-1)
+    if (steps < 0).any():
+        where = np.unravel_index(int(np.argmax(steps < 0)), steps.shape)
+        at = where[:-1] + (where[-1] + 1,)
+        raise ValueError(
+            f"{fn}: `{name}` must be sorted (non-decreasing) along its last axis, but "
+            f"{name}[{', '.join(map(str, at))}]={values[at]} follows {values[where]}. Sort "
+            f"src and index together (jnp.argsort(index, stable=True)), or use scatter(), "
+            f"which takes any order")
+
+
+def check_indptr(indptr: jax.Array, length: int, fn: str, name: str = "indptr") -> None:
+    """A CSR pointer: starts >= 0, never decreases, ends <= ``length`` (src's size along dim).
+
+    torch_scatter reads out of bounds for anything else; here a concrete
+    ``indptr`` raises, a traced one is checked through :func:`torch2jax_ops.checked`.
+    """
+    if indptr.size == 0:
+        return
+    first, last = indptr[..., 0], indptr[..., -1]
+    if is_traced(indptr):
+        checkify.debug_check(
+            jnp.all(first >= 0) & jnp.all(last <= length)
+            & jnp.all(indptr[..., 1:] >= indptr[..., :-1]),
+            f"{fn}: `{name}` must be non-decreasing with values in [0, {length}]")
+        return
+    values = np.asarray(indptr)
+    if values.min() < 0:
+        raise ValueError(f"{fn}: `{name}` has a negative entry ({values.min()}); offsets must "
+                         f"lie in [0, {length}] (src's size along the reduced axis)")
+    if values.max() > length:
+        raise ValueError(f"{fn}: `{name}` has the entry {values.max()}, beyond src's size "
+                         f"{length} along the reduced axis; offsets must lie in [0, {length}]")
+    if (np.diff(values, axis=-1) < 0).any():
+        raise ValueError(f"{fn}: `{name}` must be non-decreasing along its last axis "
+                         f"(a CSR pointer: segment i spans indptr[i]:indptr[i + 1])")
+
+
+def csr_ids(indptr: jax.Array, length: int) -> jax.Array:
+    """Segment id of each of ``length`` positions: shape ``indptr.shape[:-1] + (length,)``.
+
+    Position e belongs to segment i when ``indptr[i] <= e < indptr[i + 1]``
+    (the last such i for empty segments in between); positions before
+    ``indptr[0]`` get -1 and positions from ``indptr[-1]`` on get the number of
+    segments: both are invalid ids that reach no group. O(length + segments).
+    """
+    lead, points = indptr.shape[:-1], indptr.shape[-1]
+    flat = indptr.reshape(-1, points).astype(jnp.int32)
+    marks = jnp.zeros((flat.shape[0], length + 1), jnp.int32)
+    marks = marks.at[jnp.arange(flat.shape[0])[:, None], flat].add(1, mode="drop")
+    ids = jnp.cumsum(marks[:, :length], axis=-1, dtype=jnp.int32) - 1
+    return ids.reshape(lead + (length,))
+
+
+def gather_along(src: jax.Array, ids: jax.Array, dim: int, fill: Any = 0) -> jax.Array:
+    """``src`` gathered along ``dim`` at ``ids``; invalid ids (<0 or >= size) give ``fill``.
+
+    ``ids`` has shape ``lead + (n,)`` with ``lead`` broadcastable to
+    ``src.shape[:dim]``; the result is src's shape with ``n`` at ``dim``.
+    float16/bfloat16 gather through float32 (exact), so that the gradient, a
+    scatter-add, accumulates in float32 as torch's does.
+    """
+    acc = dtypes.accumulation_dtype(src.dtype)
+    if acc != src.dtype:
+        return gather_along(src.astype(acc), ids, dim, fill).astype(src.dtype)
+    size = src.shape[dim]
+    ids = jnp.where(ids < 0, size, ids)  # jnp.take wraps negative ids even in "fill" mode
+    if size == 0:
+        return jnp.full(src.shape[:dim] + ids.shape[-1:] + src.shape[dim + 1:], fill, src.dtype)
+    lead = ids.shape[:-1]
+    if math.prod(lead) == 1:  # one index for all leading axes: a plain row gather
+        return jnp.take(src, ids.reshape(-1), axis=dim, mode="fill", fill_value=fill)
+    ids = jnp.broadcast_to(ids, src.shape[:dim] + ids.shape[-1:])
+    batch = math.prod(src.shape[:dim])
+    flat_src = src.reshape((batch,) + src.shape[dim:])
+    flat_ids = ids.reshape(batch, -1)
+    taken = jax.vmap(lambda s, i: jnp.take(s, i, axis=0, mode="fill", fill_value=fill))(
+        flat_src, flat_ids)
+    return taken.reshape(src.shape[:dim] + ids.shape[-1:] + src.shape[dim + 1:])
 
 
 def take_groups(per_group: jax.Array, ids: jax.Array, fill: Any = 0) -> jax.Array:
@@ -243,6 +340,7 @@ class Groups:
         self.fold = math.prod(self.varying_shape)
         self.num_segments = size * self.fold
         self.num_rows = self.length * self.fold
+        self.sorted = False  # ids non-decreasing: lets XLA use a sorted segment reduction
         id_dtype = jnp.int32
         if max(self.num_segments, self.num_rows) >= 2**31 - 1:
             if not jax.config.jax_enable_x64:
@@ -264,10 +362,13 @@ class Groups:
             self.ids = jnp.where(valid, linear, self.num_segments).reshape(self.num_rows)
 
     @classmethod
-    def build(cls, fn: str, src: Any, index: Any, dim: Any, out: Any, dim_size: Any
-              ) -> tuple["Groups", jax.Array, Optional[jax.Array]]:
+    def build(cls, fn: str, src: Any, index: Any, dim: Any, out: Any, dim_size: Any,
+              sorted_index: bool = False) -> tuple["Groups", jax.Array, Optional[jax.Array]]:
         """Validate the torch_scatter arguments and plan the reduction.
 
+        ``sorted_index=True`` is segment_coo's contract: the index must be
+        non-decreasing along its last axis (checked), and the output size
+        counts the index itself, not its expansion to src's shape.
         Returns ``(groups, src, out)`` with ``src``/``out`` as JAX arrays.
         """
         src = as_array(src, "src", fn)
@@ -282,12 +383,19 @@ class Groups:
         dim_size = static_int(dim_size, "dim_size", fn)
         out = check_out(out, src, dim, fn)
         aligned = aligned_index_shape(index.shape, src.shape, dim, fn)
-        numel = src.size  # the index is expanded to src's shape
+        # scatter expands the index to src's shape; segment_coo only over its own axes
+        numel = math.prod(src.shape[:index.ndim]) if sorted_index else src.size
+        if sorted_index and numel:
+            check_sorted(index, fn)
         extent = index_extent(index) if numel else None
         size = output_size(fn, index, numel, dim_size, out, dim, extent)
         if numel:
             check_bounds(index, size, fn, extent=extent)
-        return cls(fn, src, index, dim, size, aligned), src, out
+        groups = cls(fn, src, index, dim, size, aligned)
+        # Only a verified (concrete) order may be promised to XLA: a false promise
+        # gives undefined results, and a traced index is merely checked.
+        groups.sorted = sorted_index and groups.fold == 1 and not is_traced(index)
+        return groups, src, out
 
     # -- moving data between the user's layout and the flat group layout --
     def rows(self, x: jax.Array) -> jax.Array:
@@ -297,6 +405,11 @@ class Groups:
     def groups(self, x: jax.Array) -> jax.Array:
         """An out-shaped array as (num_segments, *carried)."""
         return jnp.transpose(x, self.perm).reshape((self.num_segments,) + self.carried_shape)
+
+    def unrows(self, rows: jax.Array) -> jax.Array:
+        """(M, *carried) back to src's shape (the inverse of :meth:`rows`)."""
+        rows = rows.reshape((self.length,) + self.varying_shape + self.carried_shape)
+        return jnp.transpose(rows, self.inverse_perm)
 
     def restore(self, y: jax.Array) -> jax.Array:
         """(num_segments, *carried) back to src's shape with ``size`` along dim."""
@@ -313,15 +426,41 @@ class Groups:
 
         Accumulated as torch does (half types in float32) and rounded once to x's dtype.
         """
-        rows = self.rows(x)
+        return self.sum_rows(self.rows(x), None if out is None else self.groups(out))
+
+    def sum_rows(self, rows: jax.Array, out_groups: Optional[jax.Array] = None,
+                 keep_accumulator: bool = False) -> jax.Array:
+        """:meth:`sum` of rows already in the flat layout; ``keep_accumulator``
+        skips the final rounding (the caller divides first, as segment mean does)."""
         acc = dtypes.accumulation_dtype(rows.dtype)
-        total = jax.ops.segment_sum(rows.astype(acc), self.ids, self.num_segments)
-        if out is not None:
-            total = self.groups(out).astype(acc) + total
-        return total.astype(rows.dtype)
+        total = jax.ops.segment_sum(rows.astype(acc), self.ids, self.num_segments,
+                                    indices_are_sorted=self.sorted)
+        if out_groups is not None:
+            total = out_groups.astype(acc) + total
+        return total if keep_accumulator else total.astype(rows.dtype)
+
+    def mean(self, x: jax.Array, out: Optional[jax.Array] = None,
+             rounding: str = "floor") -> jax.Array:
+        """Per-group ``(out + sum) / max(count, 1)`` as (num_segments, *carried).
+
+        ``rounding`` is torch_scatter's per op: "floor" (scatter_mean: integers
+        floor, the float sum is rounded to x's dtype before dividing) or
+        "trunc" (segment_csr/coo: integers truncate toward zero, half sums are
+        divided in float32 and rounded once).
+        """
+        count = jnp.maximum(self.counts(), 1)
+        integer = jnp.issubdtype(x.dtype, jnp.integer)
+        total = self.sum_rows(self.rows(x), None if out is None else self.groups(out),
+                              keep_accumulator=not integer and rounding == "trunc")
+        if integer:
+            divide = jnp.floor_divide if rounding == "floor" else jax.lax.div
+            return divide(total, count.astype(x.dtype))
+        acc = dtypes.accumulation_dtype(x.dtype)
+        return (total.astype(acc) / count.astype(acc)).astype(x.dtype)
 
     def counts(self) -> jax.Array:
         """(num_segments, 1, ...) int32 number of rows per group, broadcastable to a result."""
         ones = jnp.ones((self.num_rows,), jnp.int32)
-        count = jax.ops.segment_sum(ones, self.ids, self.num_segments)
+        count = jax.ops.segment_sum(ones, self.ids, self.num_segments,
+                                    indices_are_sorted=self.sorted)
         return count.reshape((self.num_segments,) + (1,) * len(self.carried_shape))

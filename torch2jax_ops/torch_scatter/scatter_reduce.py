@@ -22,11 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import dtypes
 from .core import Groups, take_groups
 
 __all__ = ["scatter", "scatter_sum", "scatter_add", "scatter_mul", "scatter_mean",
-           "scatter_min", "scatter_max", "REDUCTIONS"]
+           "scatter_min", "scatter_max", "REDUCTIONS", "extreme", "extreme_init"]
 
 REDUCTIONS = ("sum", "add", "mul", "mean", "min", "max")
 
@@ -50,14 +49,7 @@ def scatter_mean(src, index, dim: int = -1, out=None, dim_size: Optional[int] = 
     and divide in float32, rounding like torch.
     """
     groups, src, out = Groups.build("scatter_mean", src, index, dim, out, dim_size)
-    total = groups.sum(src, out)  # rounded to src's dtype first, then divided, as torch does
-    count = jnp.maximum(groups.counts(), 1)
-    if jnp.issubdtype(src.dtype, jnp.integer):
-        mean = jnp.floor_divide(total, count.astype(src.dtype))
-    else:
-        acc = dtypes.accumulation_dtype(src.dtype)
-        mean = (total.astype(acc) / count.astype(acc)).astype(src.dtype)
-    return groups.restore(mean)
+    return groups.restore(groups.mean(src, out, rounding="floor"))
 
 
 def scatter_mul(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
@@ -131,6 +123,15 @@ def _reject_complex(src: jax.Array, fn: str) -> None:
 
 def _scatter_extreme(fn, kind, src, index, dim, out, dim_size):
     groups, src, out = Groups.build(fn, src, index, dim, out, dim_size)
+    return extreme(groups, src, out, kind, fn)
+
+
+def extreme(groups: Groups, src: jax.Array, out: Optional[jax.Array], kind: str, fn: str):
+    """``(values, arg)`` of the groups planned in ``groups``: min or max (``kind``).
+
+    The rules of :func:`scatter_max`; shared by scatter_min/max and the
+    segment_{min,max}_{csr,coo} ops.
+    """
     _reject_complex(src, fn)
     rows = groups.rows(src)
     out_groups = None if out is None else groups.groups(out)

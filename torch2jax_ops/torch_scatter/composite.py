@@ -1,0 +1,162 @@
+"""torch_scatter's composite ops on JAX: scatter_std, scatter_logsumexp,
+scatter_softmax, scatter_log_softmax.
+
+Signatures are torch_scatter 2.1's (note ``eps`` before ``dim_size`` in
+log_softmax)::
+
+    scatter_std(src, index, dim=-1, out=None, dim_size=None, unbiased=True)
+    scatter_logsumexp(src, index, dim=-1, out=None, dim_size=None, eps=1e-12)
+    scatter_softmax(src, index, dim=-1, dim_size=None)
+    scatter_log_softmax(src, index, dim=-1, eps=1e-12, dim_size=None)
+
+Shapes and index broadcasting are the scatter family's: std and logsumexp
+reduce to src's shape with ``dim_size`` at ``dim``; softmax and log_softmax
+return src's shape. torch_scatter runs each as several eager passes; here
+each is one jit-fusable expression on the shared segment layout.
+
+Numerics follow torch_scatter:
+
+* std = sqrt(SSD / (max(n - 1, 1) + 1e-6)) (``unbiased``) or
+  sqrt(SSD / (max(n, 1) + 1e-6)); a one-element group gives 0. Integer src
+  gives float32, as torch's true division does.
+* logsumexp = log(sum exp(x - m) + eps) + m with m the group max; NaN elements
+  are dropped; empty and all -inf groups give 0; a +inf element gives the
+  largest finite value.
+* softmax = exp(x - m) / sum (an all -inf group gives NaN); log_softmax =
+  (x - m) - log(sum + eps) (an all -inf group gives -inf).
+
+Deviations (each proved in parity_tests/test_deviations.py): std's gradient
+is 0 where the deviation is 0 (torch gives NaN); logsumexp with ``out`` keeps
+``out`` in groups without src (torch_scatter 2.1.2 gives 0); softmax and
+log_softmax are right for a group whose max is the dtype's lowest finite
+value (torch_scatter takes it for an empty group).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from .core import Groups, take_groups
+
+__all__ = ["scatter_std", "scatter_logsumexp", "scatter_softmax", "scatter_log_softmax"]
+
+
+def _float_groups(fn, src, index, dim, out, dim_size):
+    groups, src, out = Groups.build(fn, src, index, dim, out, dim_size)
+    if not jnp.issubdtype(src.dtype, jnp.floating):
+        raise ValueError(f"`{fn}` can only be computed over arrays with floating point data "
+                         f"types, got `src` of dtype {src.dtype} (cast it: "
+                         f"src.astype(jnp.float32))")
+    return groups, src, out
+
+
+def _group_max(groups: Groups, rows: jax.Array) -> jax.Array:
+    """Per-group max with NaN skipped (torch_scatter's scatter_max); -inf for empty groups.
+
+    No gradient flows through it: every composite's result is invariant to the
+    shift it is used for.
+    """
+    clean = jnp.where(jnp.isnan(rows), -jnp.inf, rows)
+    best = jax.ops.segment_max(clean, groups.ids, groups.num_segments,
+                               indices_are_sorted=groups.sorted)
+    return jax.lax.stop_gradient(best)
+
+
+def _shift(groups: Groups, rows: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(max per group, x - max per row) as softmax/log_softmax shift.
+
+    Like torch_scatter, a group whose max is -inf is shifted by 0; unlike it,
+    a group whose max is the lowest finite value is shifted by that value.
+    """
+    best = _group_max(groups, rows)
+    best = jnp.where(best == -jnp.inf, jnp.zeros((), rows.dtype), best)
+    return best, rows - take_groups(best, groups.ids, 0)
+
+
+def scatter_softmax(src, index, dim: int = -1, dim_size: Optional[int] = None):
+    """Softmax of ``src`` within each group: ``exp(x - max) / sum(exp(x - max))``.
+
+    Output has src's shape; a group that is all -inf gives NaN (0 / 0), NaN or
+    +inf elements make their group NaN, as in torch_scatter.
+    """
+    groups, src, _ = _float_groups("scatter_softmax", src, index, dim, None, dim_size)
+    _, shifted = _shift(groups, groups.rows(src))
+    exp = jnp.exp(shifted)
+    total = groups.sum_rows(exp)
+    return groups.unrows(exp / take_groups(total, groups.ids, jnp.inf))
+
+
+def scatter_log_softmax(src, index, dim: int = -1, eps: float = 1e-12,
+                        dim_size: Optional[int] = None):
+    """Log-softmax within each group: ``(x - max) - log(sum(exp(x - max)) + eps)``.
+
+    Note the order of the arguments: ``eps`` comes before ``dim_size``.
+    """
+    groups, src, _ = _float_groups("scatter_log_softmax", src, index, dim, None, dim_size)
+    _, shifted = _shift(groups, groups.rows(src))
+    log_total = jnp.log(groups.sum_rows(jnp.exp(shifted)) + eps)
+    return groups.unrows(shifted - take_groups(log_total, groups.ids, jnp.inf))
+
+
+def scatter_logsumexp(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None,
+                      eps: float = 1e-12):
+    """``log(sum(exp(x)) + eps)`` per group, computed stably around the group max.
+
+    Empty and all -inf groups give 0; NaN elements are dropped; a +inf element
+    gives the dtype's largest finite value (torch_scatter's ``nan_to_num``).
+    With ``out``: ``log(exp(out) + sum(exp(x)))`` per group, and groups
+    without src keep ``out``.
+    """
+    fn = "scatter_logsumexp"
+    groups, src, out = _float_groups(fn, src, index, dim, out, dim_size)
+    rows = groups.rows(src)
+    best = _group_max(groups, rows)
+    extra = None
+    if out is not None:
+        out_groups = groups.groups(out)
+        best = jnp.maximum(best, jax.lax.stop_gradient(out_groups))
+        extra = jnp.exp(_no_nan(out_groups - best))
+    shifted = _no_nan(rows - take_groups(best, groups.ids, 0))
+    total = groups.sum_rows(jnp.exp(shifted), extra)
+    result = jnp.log(total + eps) + best
+    return groups.restore(jnp.nan_to_num(result, nan=0.0, neginf=0.0))
+
+
+def _no_nan(x: jax.Array) -> jax.Array:
+    """NaN -> -inf: (NaN - max) and (-inf - -inf) contribute nothing to a logsumexp."""
+    return jnp.where(jnp.isnan(x), -jnp.inf, x)
+
+
+def scatter_std(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None,
+                unbiased: bool = True):
+    """Standard deviation per group: ``sqrt(SSD / (max(n - 1, 1) + 1e-6))``.
+
+    ``unbiased=False`` divides by ``max(n, 1) + 1e-6``. Empty and one-element
+    groups give 0. With ``out``: ``sqrt((out + SSD) / ...)``. Integer ``src``
+    gives float32 (torch's true division); the gradient at a zero deviation is
+    0 (torch_scatter gives NaN).
+    """
+    fn = "scatter_std"
+    groups, src, out = Groups.build(fn, src, index, dim, out, dim_size)
+    if jnp.issubdtype(src.dtype, jnp.complexfloating):
+        raise TypeError(f"{fn}: `src` of dtype {src.dtype} is not supported")
+    integer = jnp.issubdtype(src.dtype, jnp.integer)
+    if integer and out is not None:
+        raise TypeError(f"{fn}: `out` needs a floating `src` (the result of an integer src is "
+                        f"float32); cast src to out's dtype")
+    dtype = jnp.float32 if integer else src.dtype
+    rows = groups.rows(src)
+    count = jnp.maximum(groups.counts().astype(dtype), 1)  # counted in src's dtype, as torch
+    mean = groups.sum_rows(rows).astype(dtype) / count
+    deviation = rows.astype(dtype) - take_groups(mean, groups.ids, 0)
+    ssd = groups.sum_rows(deviation * deviation, None if out is None else groups.groups(out))
+    if unbiased:
+        count = jnp.maximum(count - 1, 1)
+    variance = ssd / (count + 1e-6)
+    # sqrt has an infinite slope at 0. A one-element group's std is constant (slope 0);
+    # elsewhere a zero deviation is a kink, and 0 is its smallest subgradient.
+    zero = variance == 0
+    std = jnp.where(zero, jnp.zeros((), dtype), jnp.sqrt(jnp.where(zero, 1, variance)))
+    return groups.restore(std)
