@@ -298,8 +298,12 @@ def take_groups(per_group: jax.Array, ids: jax.Array, fill: Any = 0) -> jax.Arra
     """Each row's group value: (num_segments, ...) -> (len(ids), ...).
 
     Ids outside ``[0, num_segments)`` (invalid rows) get ``fill``; works with
-    zero groups too.
+    zero groups too. float16/bfloat16 go through float32 (exact), so that the
+    gradient, a scatter-add, accumulates in float32 as torch's does.
     """
+    acc = dtypes.accumulation_dtype(per_group.dtype)
+    if acc != per_group.dtype:
+        return take_groups(per_group.astype(acc), ids, fill).astype(per_group.dtype)
     count = per_group.shape[0]
     if count == 0:
         return jnp.full(ids.shape + per_group.shape[1:], fill, per_group.dtype)
