@@ -4,6 +4,10 @@ Each test shows what torch_scatter does, and proves our answer right with an
 independent computation (finite differences in float64, or a direct formula).
 Bad indices are never fed to torch_scatter's C++ kernels: they corrupt memory.
 """
+import subprocess
+import sys
+import textwrap
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -142,3 +146,298 @@ def test_out_shape_and_dim_size_conflicts_raise():
     partial = torch_scatter.scatter_sum(torch.ones(2, 3), torch.tensor([0, 1]), 0,
                                         out=torch.zeros(2, 4))
     assert partial[:, 3].eq(0).all() and partial[:, :3].eq(1).all()
+    # segment_coo / gather: torch_scatter ignores dim_size beside out, and gather_coo into a
+    # wrongly sized out returns zeros; we name the conflict
+    with pytest.raises(ValueError, match=r"`dim_size`=5 disagrees with `out`"):
+        t2j.segment_coo(src, index, out=jnp.zeros((2, 3)), dim_size=5)
+    ignored = torch_scatter.segment_coo(torch.ones(2, 3), torch.tensor([0, 1]),
+                                        out=torch.zeros(2, 3), dim_size=5)
+    assert ignored.shape == (2, 3)
+    with pytest.raises(ValueError, match=r"`out` has 5 rows along axis 0, but `index` has 3"):
+        t2j.gather_coo(src, jnp.array([0, 1, 1]), out=jnp.zeros((5, 3)))
+    garbage = torch_scatter.gather_coo(torch.ones(2, 3), torch.tensor([0, 1, 1]),
+                                       out=torch.zeros(5, 3))
+    assert garbage.eq(0).all()  # nothing of src was gathered
+    with pytest.raises(ValueError, match=r"`dim_size`=4 disagrees with `out`"):
+        t2j.gather_csr(src, jnp.array([0, 1, 2]), out=jnp.zeros((3, 3)), dim_size=4)
+
+
+# ------------------------------------------------------------------ segment / gather
+
+def dies_in_torch(code: str) -> int:
+    """Run torch_scatter code in a child process; returns its exit status (<0: a signal)."""
+    script = "import torch, torch_scatter\n" + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True).returncode
+
+
+def test_csr_gradient_outside_the_pointer_range_is_zero():
+    src = np.arange(1.0, 7.0)
+    indptr = np.array([1, 3, 4])  # positions 0, 4, 5 belong to no segment
+    for reduce in ("sum", "mean"):
+        with dtypes.x64():
+            f = lambda x: t2j.segment_csr(x, jnp.asarray(indptr), reduce=reduce)
+            fd, w = central_difference(f, src)
+            ours = np.asarray(jax.grad(lambda x: jnp.sum(f(x) * jnp.asarray(w)))(
+                jnp.asarray(src)))
+        np.testing.assert_allclose(ours, fd, rtol=1e-6, atol=1e-9)
+        assert ours[0] == ours[4] == ours[5] == 0
+    # torch_scatter: sum leaves uninitialised memory there, mean cannot backpropagate
+    s = torch.tensor(src, requires_grad=True)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        torch_scatter.segment_csr(s, torch.tensor(indptr), reduce="mean").sum().backward()
+    # sum: inside the range torch_scatter agrees; outside it returns torch.empty's
+    # contents, whatever the allocator had (so nothing to assert about their values)
+    s = torch.tensor(src, requires_grad=True)
+    torch_scatter.segment_csr(s, torch.tensor(indptr)).sum().backward()
+    np.testing.assert_array_equal(s.grad[1:4].numpy(), [1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("fmt", ["csr", "coo"])
+def test_segment_min_max_report_no_stale_arg(fmt):
+    inf = float("inf")
+    src = np.array([3.0, -inf, -inf, 2.0, 5.0])
+    link = np.array([0, 1, 3, 5]) if fmt == "csr" else np.array([0, 1, 1, 2, 2])
+    fn = getattr(t2j, f"segment_max_{fmt}")
+    value, arg = fn(jnp.asarray(src), jnp.asarray(link))
+    # the rules of scatter_max, computed independently here
+    ref_value, ref_arg = t2j.scatter_max(jnp.asarray(src), jnp.array([0, 1, 1, 2, 2]))
+    np.testing.assert_array_equal(np.asarray(value), [3.0, 0.0, 5.0])
+    np.testing.assert_array_equal(np.asarray(arg), [0, 5, 4])
+    np.testing.assert_array_equal(np.asarray(value), np.asarray(ref_value))
+    np.testing.assert_array_equal(np.asarray(arg), np.asarray(ref_arg))
+    w = np.array([1.0, 10.0, 100.0])
+    grad = jax.grad(lambda x: jnp.sum(fn(x, jnp.asarray(link))[0] * w))(jnp.asarray(src))
+    np.testing.assert_array_equal(np.asarray(grad), [1.0, 0.0, 0.0, 0.0, 100.0])
+    # torch_scatter: the all -inf segment reports the previous segment's arg (0) ...
+    s = torch.tensor(src, requires_grad=True)
+    t_value, t_arg = getattr(torch_scatter, f"segment_max_{fmt}")(s, torch.tensor(link))
+    assert t_arg[1] == 0
+    assert t_value[1] == (torch.finfo(torch.float64).min if fmt == "csr" else 0)
+    t_value.backward(torch.tensor(w))
+    assert s.grad[0] == 10.0  # ... so element 0 gets segment 1's cotangent, not its own
+
+
+def test_csr_with_zero_segments_is_empty():
+    ours = t2j.segment_csr(jnp.ones((3, 2)), jnp.array([0]))
+    assert ours.shape == (0, 2)
+    assert dies_in_torch("torch_scatter.segment_csr(torch.ones(3, 2), torch.tensor([0]))") < 0
+
+
+def test_gather_csr_before_the_first_pointer_is_zero():
+    src, indptr = np.array([1.0, 2.0]), np.array([2, 3, 5])
+    ours = np.asarray(t2j.gather_csr(jnp.asarray(src), jnp.asarray(indptr)))
+    np.testing.assert_array_equal(ours, [0.0, 0.0, 1.0, 2.0, 2.0])  # by the definition
+    out = np.full(6, 9.0)
+    with_out = t2j.gather_csr(jnp.asarray(src), jnp.asarray(indptr), jnp.asarray(out))
+    theirs = torch_scatter.gather_csr(torch.tensor(src), torch.tensor(indptr),
+                                      torch.tensor(out))
+    np.testing.assert_array_equal(np.asarray(with_out), theirs.numpy())
+    # torch_scatter without out: positions 0 and 1 come from torch.empty (never written)
+    np.testing.assert_array_equal(
+        torch_scatter.gather_csr(torch.tensor(src), torch.tensor(indptr))[2:].numpy(), ours[2:])
+
+
+def test_segment_coo_accumulates_into_its_own_row_of_out():
+    src, index = np.array([1.0, 2.0, 3.0, 4.0, 5.0]), np.array([1, 1, 2, 4, 4])
+    out = np.array([10.0, 20.0, 30.0, 40.0, 50.0])
+    ours = t2j.segment_coo(jnp.asarray(src), jnp.asarray(index), jnp.asarray(out))
+    expected = out.copy()
+    np.add.at(expected, index, src)  # the independent formula
+    np.testing.assert_array_equal(np.asarray(ours), expected)  # [10, 23, 33, 40, 59]
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(
+        t2j.scatter_sum(jnp.asarray(src), jnp.asarray(index), 0, jnp.asarray(out))))
+    theirs = torch_scatter.segment_coo(torch.tensor(src), torch.tensor(index),
+                                       torch.tensor(out))
+    assert theirs[1] == 13.0  # out[0] + 1 + 2: started from the wrong row of out
+
+
+@pytest.mark.parametrize("op", ["segment_sum_coo", "segment_mean_coo", "segment_max_coo",
+                                "gather_csr"])
+def test_segment_out_gradient_matches_finite_differences(op):
+    src = np.array([1.0, 5.0, 2.0, -3.0, 0.5])
+    if op == "gather_csr":
+        link, out = np.array([1, 3, 5, 6]), np.array([0.5, 1.5, -2.0, 3.0, 4.0, 1.0, 2.0])
+        src = src[:3]
+    else:
+        link, out = np.array([0, 0, 1, 3, 3]), np.array([3.0, 0.25, -1.0, 4.0])
+    fn = getattr(t2j, op)
+
+    def f(o):
+        result = fn(jnp.asarray(src), jnp.asarray(link), o)
+        return result[0] if isinstance(result, tuple) else result
+
+    with dtypes.x64():
+        fd, w = central_difference(f, out)
+        ours = np.asarray(jax.grad(lambda o: jnp.sum(f(o) * jnp.asarray(w)))(jnp.asarray(out)))
+    np.testing.assert_allclose(ours, fd, rtol=1e-6, atol=1e-8)
+    assert np.any(ours != 0)
+    o = torch.tensor(out, requires_grad=True)
+    res = getattr(torch_scatter, op)(torch.tensor(src), torch.tensor(link), o.clone())
+    (res[0] if isinstance(res, tuple) else res).sum().backward()
+    assert o.grad is None or torch.all(o.grad == 0)
+
+
+def test_segment_coo_broadcast_index_has_a_gradient():
+    rng = np.random.default_rng(0)
+    src, index = rng.standard_normal((3, 8)), np.array([[0, 0, 1, 1, 1, 2, 3, 3]])
+    with dtypes.x64():
+        f = lambda x: t2j.segment_coo(x, jnp.asarray(index), reduce="mean")
+        fd, w = central_difference(f, src)
+        ours = np.asarray(jax.grad(lambda x: jnp.sum(f(x) * jnp.asarray(w)))(jnp.asarray(src)))
+    np.testing.assert_allclose(ours, fd, rtol=1e-6, atol=1e-9)
+    s = torch.tensor(src, requires_grad=True)
+    forward = torch_scatter.segment_coo(s, torch.tensor(index), reduce="mean")
+    np.testing.assert_allclose(forward.detach().numpy(), np.asarray(f(jnp.asarray(src))))
+    with pytest.raises(RuntimeError, match="INTERNAL ASSERT FAILED"):
+        forward.sum().backward()
+
+
+def test_empty_segment_inputs_are_well_defined():
+    empty, no_index = jnp.zeros((0, 3)), jnp.zeros((0,), jnp.int32)
+    grad = jax.grad(lambda s: jnp.sum(t2j.segment_coo(s, no_index, dim_size=4)))(empty)
+    assert grad.shape == (0, 3)
+    assert t2j.gather_coo(jnp.ones((5, 3)), no_index).shape == (0, 3)
+    grad = jax.grad(lambda s: jnp.sum(t2j.gather_coo(s, jnp.zeros(4, jnp.int32))))(empty)
+    assert grad.shape == (0, 3)
+    assert dies_in_torch("""
+        s = torch.zeros(0, 3, requires_grad=True)
+        idx = torch.zeros(0, dtype=torch.long)
+        torch_scatter.segment_coo(s, idx, dim_size=4).sum().backward()""") < 0
+    assert dies_in_torch("torch_scatter.gather_coo(torch.ones(5, 3), "
+                         "torch.zeros(0, dtype=torch.long))") < 0
+    assert dies_in_torch("""
+        s = torch.zeros(0, 3, requires_grad=True)
+        torch_scatter.gather_coo(s, torch.zeros(4, dtype=torch.long)).sum().backward()""") < 0
+
+
+def test_bad_segment_input_raises():
+    src = jnp.arange(5.0)
+    with pytest.raises(ValueError, match=r"`index` must be sorted.*index\[3\]=0 follows 2"):
+        t2j.segment_coo(src, jnp.array([0, 1, 2, 0, 2]))
+    with pytest.raises(ValueError, match=r"`indptr` must be non-decreasing"):
+        t2j.segment_csr(src, jnp.array([0, 3, 2, 5]))
+    with pytest.raises(ValueError, match=r"`indptr` has the entry 6, beyond src's size 5"):
+        t2j.segment_csr(src, jnp.array([0, 3, 6]))
+    with pytest.raises(ValueError, match=r"`indptr` has a negative entry"):
+        t2j.segment_csr(src, jnp.array([-1, 3, 5]))
+    with pytest.raises(IndexError, match=r"`index` contains 5.*\[0, 5\)"):
+        t2j.gather_coo(src, jnp.array([0, 5]))
+    # under jit: an unsorted index still groups correctly; checked() reports it
+    unsorted = jnp.array([0, 1, 2, 0, 2])
+    jitted = jax.jit(lambda s, i: t2j.segment_coo(s, i, dim_size=3))
+    np.testing.assert_array_equal(np.asarray(jitted(src, unsorted)),
+                                  np.asarray(t2j.scatter_sum(src, unsorted, dim_size=3)))
+    with pytest.raises(Exception, match="must be sorted"):
+        t2j.checked(jitted)(src, unsorted)
+    bad_ptr = jax.jit(lambda s, p: t2j.segment_csr(s, p))
+    with pytest.raises(Exception, match=r"`indptr` must be non-decreasing with values in"):
+        t2j.checked(bad_ptr)(src, jnp.array([0, 3, 9]))
+    # torch_scatter: an unsorted index silently gives a wrong sum (no bad memory access here)
+    theirs = torch_scatter.segment_coo(torch.arange(5.0), torch.tensor([0, 1, 2, 0, 2]),
+                                       reduce="mean")
+    assert theirs[0] != 1.5
+
+
+def test_gather_coo_takes_any_order():
+    src, index = np.array([1.0, 2.0, 3.0]), np.array([2, 0, 1, 0])
+    np.testing.assert_array_equal(np.asarray(t2j.gather_coo(jnp.asarray(src), jnp.asarray(index))),
+                                  src[index])
+    with pytest.raises(RuntimeError, match="idx <= next_idx"):
+        torch_scatter.gather_coo(torch.tensor(src), torch.tensor(index))
+
+
+# ------------------------------------------------------------------------- composites
+
+def test_std_gradient_where_the_deviation_is_zero():
+    src = np.array([1.0, 2.0, 4.0, 3.0, 3.0])
+    index = np.array([0, 0, 1, 2, 2])  # group 1 has one element, group 2 two equal ones
+    with dtypes.x64():
+        f = lambda x: t2j.scatter_std(x, jnp.asarray(index))
+        grad = np.asarray(jax.grad(lambda x: jnp.sum(f(x)))(jnp.asarray(src)))
+        fd, w = central_difference(lambda x: f(x)[:2], src)
+        smooth = np.asarray(jax.grad(lambda x: jnp.sum(f(x)[:2] * jnp.asarray(w)))(
+            jnp.asarray(src)))
+    assert np.isfinite(grad).all()
+    # groups 0 and 1 (one element: std is constantly 0) agree with finite differences
+    np.testing.assert_allclose(smooth[:3], fd[:3], rtol=1e-6, atol=1e-9)
+    assert grad[2] == 0 and fd[2] == 0
+    assert grad[3] == grad[4] == 0  # the smallest subgradient of |t| * std(v) at t = 0
+    s = torch.tensor(src, requires_grad=True)
+    torch_scatter.scatter_std(s, torch.tensor(index)).sum().backward()
+    assert torch.isnan(s.grad[2:]).all() and torch.isfinite(s.grad[:2]).all()
+
+
+def test_logsumexp_with_out_keeps_out_and_has_a_gradient():
+    src, index = np.array([1.0, 2.0, -1.0]), np.array([0, 0, 2])
+    out = np.array([0.5, 3.0, 0.25])  # group 1 has no src
+    expected = np.log(np.exp(out) + np.array([np.exp(1) + np.exp(2), 0.0, np.exp(-1.0)]))
+    with dtypes.x64():
+        f = lambda o: t2j.scatter_logsumexp(jnp.asarray(src), jnp.asarray(index), out=o)
+        np.testing.assert_allclose(np.asarray(f(jnp.asarray(out))), expected, rtol=1e-10)
+        fd, w = central_difference(f, out)
+        ours = np.asarray(jax.grad(lambda o: jnp.sum(f(o) * jnp.asarray(w)))(jnp.asarray(out)))
+    np.testing.assert_allclose(ours, fd, rtol=1e-6)
+    theirs = torch_scatter.scatter_logsumexp(torch.tensor(src), torch.tensor(index),
+                                             out=torch.tensor(out))
+    assert theirs[1] == 0.0  # 2.1.2 zeroes the group without src
+    np.testing.assert_allclose(theirs[[0, 2]].numpy(), expected[[0, 2]], rtol=1e-10)
+    s = torch.tensor(src, requires_grad=True)
+    result = torch_scatter.scatter_logsumexp(s, torch.tensor(index), out=torch.tensor(out))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        result.sum().backward()
+
+
+def test_logsumexp_of_empty_index_is_empty():
+    assert t2j.scatter_logsumexp(jnp.zeros((0,)), jnp.zeros((0,), jnp.int32)).shape == (0,)
+    with pytest.raises(RuntimeError, match=r"numel\(\) == 0"):
+        torch_scatter.scatter_logsumexp(torch.zeros(0), torch.zeros(0, dtype=torch.long))
+
+
+def test_softmax_of_lowest_finite_group():
+    low = float(np.finfo(np.float32).min)
+    src, index = np.array([low, low, 1.0], np.float32), np.array([0, 0, 1])
+    soft = np.asarray(t2j.scatter_softmax(jnp.asarray(src), jnp.asarray(index)))
+    log_soft = np.asarray(t2j.scatter_log_softmax(jnp.asarray(src), jnp.asarray(index)))
+    np.testing.assert_allclose(soft, [0.5, 0.5, 1.0])  # two equal scores share evenly
+    np.testing.assert_allclose(log_soft, [np.log(0.5), np.log(0.5), 0.0], rtol=1e-6)
+    theirs = torch_scatter.scatter_softmax(torch.tensor(src), torch.tensor(index))
+    assert torch.isnan(theirs[:2]).all()
+    theirs = torch_scatter.scatter_log_softmax(torch.tensor(src), torch.tensor(index))
+    assert (theirs[:2] < -1e30).all()
+
+
+@pytest.mark.parametrize("op", ["scatter_std", "scatter_logsumexp", "scatter_softmax",
+                                "scatter_log_softmax"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_composites_are_correctly_rounded(op, dtype):
+    rng = np.random.default_rng(3)
+    eps = float(jnp.finfo(dtype).eps)
+    worst_ours, worst_torch = 0.0, 0.0
+    for _ in range(20):
+        x = rng.permutation(np.linspace(-3, 3, 40))
+        index = torch.tensor(rng.permutation(np.repeat(np.arange(10), 4)))
+        xt = torch.tensor(x).to(dtypes.torch_dtype(dtype))
+        truth = getattr(torch_scatter, op)(xt.double(), index, 0).numpy()  # exact inputs
+        theirs = getattr(torch_scatter, op)(xt, index, 0).double().numpy()
+        ours = np.asarray(getattr(t2j, op)(jnp.asarray(xt.float().numpy()).astype(dtype),
+                                           jnp.asarray(index.numpy()), 0)).astype(np.float64)
+        scale = np.abs(truth) * eps + 1e-30
+        worst_ours = max(worst_ours, float(np.max(np.abs(ours - truth) / scale)))
+        worst_torch = max(worst_torch, float(np.max(np.abs(theirs - truth) / scale)))
+    assert worst_ours <= 0.5 + 1e-3  # correctly rounded
+    assert worst_torch > worst_ours
+    if dtype != "float16":
+        return  # bfloat16 has float32's range: eps=1e-12 does not underflow
+    # eps underflows in torch's float16, not in ours
+    inf = float("inf")
+    src = torch.tensor([inf, 3.0, -inf, -inf]).to(dtypes.torch_dtype(dtype))
+    idx = torch.tensor([0, 0, 1, 1])
+    ours_src = jnp.asarray(src.float().numpy()).astype(dtype)
+    if op == "scatter_logsumexp":
+        assert torch_scatter.scatter_logsumexp(src, idx)[0] == 0
+        assert float(t2j.scatter_logsumexp(ours_src, jnp.asarray(idx.numpy()))[0]) == float(
+            jnp.finfo(dtype).max)
+    if op == "scatter_log_softmax":
+        assert torch.isnan(torch_scatter.scatter_log_softmax(src, idx)[2:]).all()
+        assert (np.asarray(t2j.scatter_log_softmax(ours_src, jnp.asarray(idx.numpy())))[2:]
+                == -np.inf).all()
