@@ -7,10 +7,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_benchmark_script_writes_a_table(tmp_path):
-    out = tmp_path / "RESULTS.md"
+    out, png = tmp_path / "RESULTS.md", tmp_path / "scaling.png"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--edges", "2000",
-                    "--features", "4", "--nodes", "50", "--repeat", "1", "--out", str(out)],
-                   check=True, capture_output=True, text=True, timeout=300)
+                    "--features", "4", "--nodes", "50", "--repeat", "1", "--out", str(out),
+                    "--plot", str(png), "--sweep", "200,400"],
+                   check=True, capture_output=True, text=True, timeout=600)
     text = out.read_text()
     for op in ("sum", "mean", "max", "mul"):
         assert f"| {op} | sorted |" in text and f"| {op} | unsorted |" in text
+    for op in ("segment_csr sum", "segment_coo max", "gather_csr", "gather_coo", "scatter_std",
+               "scatter_logsumexp", "scatter_softmax", "scatter_log_softmax"):
+        assert f"| {op} |" in text
+    assert "| 400 | softmax |" in text and "![time vs E](scaling.png)" in text
+    assert png.read_bytes().startswith(b"\x89PNG")

@@ -199,19 +199,22 @@ def check_out(out: Any, src: jax.Array, dim: int, fn: str) -> Optional[jax.Array
     return out
 
 
-def check_sorted(index: jax.Array, fn: str, name: str = "index") -> None:
+def check_sorted(index: jax.Array, fn: str, name: str = "index") -> Optional[tuple[int, int]]:
     """``index`` must be non-decreasing along its last axis (segment_coo's contract).
 
     torch_scatter trusts it and returns wrong values (or corrupts memory) when
     it is not; here a concrete index raises, a traced one is checked through
-    :func:`torch2jax_ops.checked`.
+    :func:`torch2jax_ops.checked`. Returns the (min, max) of a concrete,
+    non-empty index, read off its first and last columns (the same host read).
     """
-    if index.shape[-1] < 2:
-        return
     if is_traced(index):
-        checkify.debug_check(jnp.all(index[..., 1:] >= index[..., :-1]),
-                             f"{fn}: `{name}` must be sorted (non-decreasing) along its last axis")
-        return
+        if index.shape[-1] > 1:
+            checkify.debug_check(jnp.all(index[..., 1:] >= index[..., :-1]),
+                                 f"{fn}: `{name}` must be sorted (non-decreasing) along its "
+                                 f"last axis")
+        return None
+    if index.size == 0:
+        return None
     values = np.asarray(index)
     steps = np.diff(values, axis=-1)
     if (steps < 0).any():
@@ -222,6 +225,7 @@ def check_sorted(index: jax.Array, fn: str, name: str = "index") -> None:
             f"{name}[{', '.join(map(str, at))}]={values[at]} follows {values[where]}. Sort "
             f"src and index together (jnp.argsort(index, stable=True)), or use scatter(), "
             f"which takes any order")
+    return int(values[..., 0].min()), int(values[..., -1].max())
 
 
 def check_indptr(indptr: jax.Array, length: int, fn: str, name: str = "indptr") -> None:
@@ -389,9 +393,12 @@ class Groups:
         aligned = aligned_index_shape(index.shape, src.shape, dim, fn)
         # scatter expands the index to src's shape; segment_coo only over its own axes
         numel = math.prod(src.shape[:index.ndim]) if sorted_index else src.size
-        if sorted_index and numel:
-            check_sorted(index, fn)
-        extent = index_extent(index) if numel else None
+        if not numel:
+            extent = None
+        elif sorted_index:
+            extent = check_sorted(index, fn)  # one host read: order and extent
+        else:
+            extent = index_extent(index)
         size = output_size(fn, index, numel, dim_size, out, dim, extent)
         if numel:
             check_bounds(index, size, fn, extent=extent)
