@@ -70,15 +70,12 @@ def test_scatter_mul_of_empty_src_is_the_empty_product():
     np.testing.assert_array_equal(theirs.numpy(), np.zeros((2, 3)))
 
 
-@pytest.mark.parametrize("op", ["scatter_min", "scatter_max", "scatter_mul"])
-def test_out_gradient_matches_finite_differences(op):
-    src = np.array([1.0, 5.0, 2.0, -3.0, 0.5])
-    index = np.array([0, 0, 1, 2, 2])
-    out = np.array([3.0, 0.25, -1.0, 4.0])  # group 3 is empty: out alone decides it
+def assert_out_gradient_is_exact_and_torch_gives_none(op, src, link, out, *between):
+    """Our d result / d out against finite differences; torch_scatter's is None or 0."""
     fn = getattr(t2j, op)
 
     def f(o):
-        result = fn(jnp.asarray(src), jnp.asarray(index), 0, o)
+        result = fn(jnp.asarray(src), jnp.asarray(link), *between, o)
         return result[0] if isinstance(result, tuple) else result
 
     with dtypes.x64():
@@ -86,11 +83,18 @@ def test_out_gradient_matches_finite_differences(op):
         ours = np.asarray(jax.grad(lambda o: jnp.sum(f(o) * jnp.asarray(w)))(jnp.asarray(out)))
     np.testing.assert_allclose(ours, fd, rtol=1e-6, atol=1e-8)
     assert np.any(ours != 0)
-    # torch_scatter: `out` receives no gradient at all
     o = torch.tensor(out, requires_grad=True)
-    res = getattr(torch_scatter, op)(torch.tensor(src), torch.tensor(index), 0, o.clone())
+    res = getattr(torch_scatter, op)(torch.tensor(src), torch.tensor(link), *between, o.clone())
     (res[0] if isinstance(res, tuple) else res).sum().backward()
     assert o.grad is None or torch.all(o.grad == 0)
+
+
+@pytest.mark.parametrize("op", ["scatter_min", "scatter_max", "scatter_mul"])
+def test_out_gradient_matches_finite_differences(op):
+    # group 3 is empty: out alone decides it
+    assert_out_gradient_is_exact_and_torch_gives_none(
+        op, np.array([1.0, 5.0, 2.0, -3.0, 0.5]), np.array([0, 0, 1, 2, 2]),
+        np.array([3.0, 0.25, -1.0, 4.0]), 0)
 
 
 @pytest.mark.parametrize("op", ["scatter_sum", "scatter_mean", "scatter_mul", "scatter_min",
@@ -255,26 +259,12 @@ def test_segment_coo_accumulates_into_its_own_row_of_out():
                                 "gather_csr"])
 def test_segment_out_gradient_matches_finite_differences(op):
     src = np.array([1.0, 5.0, 2.0, -3.0, 0.5])
-    if op == "gather_csr":
-        link, out = np.array([1, 3, 5, 6]), np.array([0.5, 1.5, -2.0, 3.0, 4.0, 1.0, 2.0])
-        src = src[:3]
+    if op == "gather_csr":  # out is kept before indptr[0] and from indptr[-1] on
+        assert_out_gradient_is_exact_and_torch_gives_none(
+            op, src[:3], np.array([1, 3, 5, 6]), np.array([0.5, 1.5, -2.0, 3.0, 4.0, 1.0, 2.0]))
     else:
-        link, out = np.array([0, 0, 1, 3, 3]), np.array([3.0, 0.25, -1.0, 4.0])
-    fn = getattr(t2j, op)
-
-    def f(o):
-        result = fn(jnp.asarray(src), jnp.asarray(link), o)
-        return result[0] if isinstance(result, tuple) else result
-
-    with dtypes.x64():
-        fd, w = central_difference(f, out)
-        ours = np.asarray(jax.grad(lambda o: jnp.sum(f(o) * jnp.asarray(w)))(jnp.asarray(out)))
-    np.testing.assert_allclose(ours, fd, rtol=1e-6, atol=1e-8)
-    assert np.any(ours != 0)
-    o = torch.tensor(out, requires_grad=True)
-    res = getattr(torch_scatter, op)(torch.tensor(src), torch.tensor(link), o.clone())
-    (res[0] if isinstance(res, tuple) else res).sum().backward()
-    assert o.grad is None or torch.all(o.grad == 0)
+        assert_out_gradient_is_exact_and_torch_gives_none(
+            op, src, np.array([0, 0, 1, 3, 3]), np.array([3.0, 0.25, -1.0, 4.0]))
 
 
 def test_segment_coo_broadcast_index_has_a_gradient():

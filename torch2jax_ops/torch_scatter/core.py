@@ -31,7 +31,7 @@ from .. import dtypes
 __all__ = [
     "as_array", "is_traced", "normalize_dim", "check_index", "static_int",
     "aligned_index_shape", "index_extent", "output_size", "check_bounds", "check_out",
-    "check_sorted", "check_indptr", "csr_ids", "gather_along", "take_groups", "Groups",
+    "check_sorted", "check_indptr", "check_leading_axes", "csr_ids", "gather_along", "take_groups", "Groups",
 ]
 
 
@@ -197,6 +197,26 @@ def check_out(out: Any, src: jax.Array, dim: int, fn: str) -> Optional[jax.Array
         raise TypeError(f"{fn}: `out` has dtype {out.dtype} but `src` has {src.dtype}; "
                         f"they must match (torch_scatter does not promote)")
     return out
+
+
+def check_leading_axes(src: jax.Array, link: jax.Array, fn: str, name: str) -> int:
+    """segment/gather's layout rule; returns the reduced axis ``link.ndim - 1``.
+
+    ``link`` (an index or a CSR pointer) works along its last axis; its
+    leading axes line up with src's and must be 1 (broadcast) or equal.
+    """
+    if link.ndim == 0:
+        raise ValueError(f"{fn}: `{name}` must have at least one dimension, got a 0-d array")
+    if src.ndim < link.ndim:
+        raise ValueError(f"{fn}: `{name}` has {link.ndim} dims but `src` only {src.ndim}; "
+                         f"it works along axis {name}.ndim - 1 of src")
+    for axis in range(link.ndim - 1):
+        if link.shape[axis] not in (1, src.shape[axis]):
+            raise ValueError(
+                f"{fn}: `{name}` of shape {tuple(link.shape)} cannot be broadcast against "
+                f"`src` of shape {tuple(src.shape)}: leading axis {axis} is "
+                f"{link.shape[axis]}, expected 1 or {src.shape[axis]}")
+    return link.ndim - 1
 
 
 def check_sorted(index: jax.Array, fn: str, name: str = "index") -> Optional[tuple[int, int]]:

@@ -26,7 +26,8 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from .core import Groups, as_array, check_bounds, check_index, check_out, gather_along
+from .core import (Groups, as_array, check_bounds, check_index, check_leading_axes, check_out,
+                   gather_along)
 from .scatter_reduce import extreme
 
 __all__ = ["segment_coo", "segment_sum_coo", "segment_add_coo", "segment_mean_coo",
@@ -37,7 +38,7 @@ COO_REDUCTIONS = ("sum", "add", "mean", "min", "max")
 
 def _plan(fn: str, src: Any, index: Any, out: Any, dim_size: Any):
     index = as_array(index, "index", fn)
-    if index.ndim == 0:
+    if index.ndim == 0:  # Groups.build checks the rest (the scatter family's rules)
         raise ValueError(f"{fn}: `index` must have at least one dimension, got a 0-d array")
     return Groups.build(fn, src, index, index.ndim - 1, out, dim_size, sorted_index=True)
 
@@ -100,18 +101,7 @@ def gather_coo(src, index, out=None):
     src = as_array(src, "src", fn)
     index = as_array(index, "index", fn)
     check_index(index, fn)
-    if index.ndim == 0:
-        raise ValueError(f"{fn}: `index` must have at least one dimension, got a 0-d array")
-    if src.ndim < index.ndim:
-        raise ValueError(f"{fn}: `index` has {index.ndim} dims but `src` only {src.ndim}; it "
-                         f"gathers along axis index.ndim - 1 of src")
-    dim = index.ndim - 1
-    for axis in range(dim):
-        if index.shape[axis] not in (1, src.shape[axis]):
-            raise ValueError(
-                f"{fn}: `index` of shape {tuple(index.shape)} cannot be broadcast against "
-                f"`src` of shape {tuple(src.shape)}: leading axis {axis} is "
-                f"{index.shape[axis]}, expected 1 or {src.shape[axis]}")
+    dim = check_leading_axes(src, index, fn, "index")
     out = check_out(out, src, dim, fn)
     length = index.shape[-1]
     if out is not None and out.shape[dim] != length:

@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .core import (Groups, as_array, check_index, check_indptr, check_out, csr_ids,
-                   gather_along, is_traced, static_int)
+from .core import (Groups, as_array, check_index, check_indptr, check_leading_axes, check_out,
+                   csr_ids, gather_along, is_traced, static_int)
 from .scatter_reduce import extreme
 
 __all__ = ["segment_csr", "segment_sum_csr", "segment_add_csr", "segment_mean_csr",
@@ -43,23 +43,14 @@ def _arrays(fn: str, src: Any, indptr: Any) -> tuple[jax.Array, jax.Array, int]:
     src = as_array(src, "src", fn)
     indptr = as_array(indptr, "indptr", fn)
     check_index(indptr, fn, "indptr")
-    if indptr.ndim == 0 or indptr.shape[-1] == 0:
+    dim = check_leading_axes(src, indptr, fn, "indptr")
+    if indptr.shape[-1] == 0:
         raise ValueError(f"{fn}: `indptr` needs at least one entry along its last axis "
                          f"(a CSR pointer of S segments has S + 1 entries), got shape "
                          f"{tuple(indptr.shape)}")
-    if src.ndim < indptr.ndim:
-        raise ValueError(f"{fn}: `indptr` has {indptr.ndim} dims but `src` only {src.ndim}; "
-                         f"it reduces along axis indptr.ndim - 1 of src")
     if src.dtype == jnp.bool_:
         raise TypeError(f"{fn}: `src` of dtype bool is not supported; cast it to an "
                         f"integer or floating dtype")
-    dim = indptr.ndim - 1
-    for axis in range(dim):
-        if indptr.shape[axis] not in (1, src.shape[axis]):
-            raise ValueError(
-                f"{fn}: `indptr` of shape {tuple(indptr.shape)} cannot be broadcast against "
-                f"`src` of shape {tuple(src.shape)}: leading axis {axis} is "
-                f"{indptr.shape[axis]}, expected 1 or {src.shape[axis]}")
     return src, indptr, dim
 
 
