@@ -2,9 +2,14 @@
 
 The torch_scatter mirror is importable from here or from
 ``torch2jax_ops.torch_scatter``. torch itself is never imported by this
-package's ops; only ``torch2jax_ops.parity`` (and the DLPack helpers) need it.
+package's ops; only ``torch2jax_ops.parity``, the DLPack helpers (``dlpack``)
+and the function bridge (``bridge``) import it, when called.
+``torch2jax_ops.tree`` holds pytree arithmetic (``tree.weighted_sum``).
 """
+from . import bridge, dlpack, tree
+from .bridge import as_jax, as_torch
 from .checking import checked
+from .dlpack import shares_memory, to_jax, to_torch, tree_to_jax, tree_to_torch
 from .torch_scatter import (gather_coo, gather_csr, scatter, scatter_add, scatter_log_softmax,
                             scatter_logsumexp, scatter_max, scatter_mean, scatter_min,
                             scatter_mul, scatter_softmax, scatter_std, scatter_sum,
@@ -24,4 +29,6 @@ __all__ = [
     "segment_coo", "segment_sum_coo", "segment_add_coo", "segment_mean_coo",
     "segment_min_coo", "segment_max_coo", "gather_coo",
     "scatter_std", "scatter_logsumexp", "scatter_softmax", "scatter_log_softmax",
+    "to_jax", "to_torch", "shares_memory", "tree_to_jax", "tree_to_torch",
+    "as_torch", "as_jax",
 ]

@@ -1,19 +1,28 @@
-"""Tensors between torch and JAX over DLPack, zero-copy where the protocol allows.
+"""Tensors and whole trees of them between torch and JAX over DLPack, zero-copy.
 
-``to_jax(tensor)`` and ``to_torch(array)`` share the buffer whenever they can
-(check with :func:`shares_memory`). When sharing is impossible they copy, or,
-with ``copy=False``, raise an error that says why:
+``to_jax(tensor)`` and ``to_torch(array)`` share the buffer whenever DLPack
+allows it (check with :func:`shares_memory`). When sharing is impossible they
+copy, or, with ``copy=False``, raise an error that says why. The traps:
 
 * a tensor that requires grad is detached (never an error);
-* non-compact strides (``t[:, ::2]``, ``expand``) need a compact copy;
-* a CPU buffer not aligned to 64 bytes would be copied by JAX anyway;
-* int64 / float64 / complex128 while JAX's 64-bit mode is off: JAX would
-  silently downcast; here it is an error unless ``allow_downcast=True``, which
-  still refuses integer values that do not fit in int32;
-* conjugate / negative bit views are resolved (a copy).
+* non-compact strides (``t[:, ::2]``, ``expand``) need a compact copy
+  (transposed and channels-last tensors are compact and are shared);
+* a CPU buffer not aligned to 64 bytes (``t[1:]``, ``torch.from_numpy``) would
+  be copied by JAX anyway;
+* int64 / uint64 / float64 / complex128 while JAX's 64-bit mode is off: JAX
+  would silently downcast (``2**40`` becomes ``0``), even with copy=False.
+  Here that is a TypeError unless ``allow_downcast=True``, which converts to
+  the 32-bit type and still refuses integers that do not fit;
+* conjugate- and negative-bit views are resolved (a copy);
+* sparse / meta tensors and traced JAX values are refused with the fix.
 
 A shared buffer is shared both ways: an in-place torch op on the tensor
-changes the JAX array. Pass ``copy=True`` for an independent array.
+changes the JAX array (JAX assumes its arrays never change: a jitted function
+may see either value). Pass ``copy=True`` for an independent result.
+
+:func:`tree_to_jax` / :func:`tree_to_torch` do the same per leaf for nested
+dicts, lists and tuples (a ``state_dict``, an optimizer state); errors name
+the leaf's path.
 """
 from __future__ import annotations
 
@@ -25,7 +34,11 @@ import numpy as np
 
 from . import dtypes
 
-__all__ = ["to_jax", "to_torch", "shares_memory"]
+__all__ = ["to_jax", "to_torch", "shares_memory", "tree_to_jax", "tree_to_torch"]
+
+#: XLA:CPU shares a host buffer only when it is aligned to this many bytes.
+CPU_ALIGNMENT = 64
+
 
 def _is_compact(t) -> bool:
     """Strides are a permutation of a dense layout (transposes are fine)."""
@@ -40,80 +53,196 @@ def _is_compact(t) -> bool:
     return True
 
 
+def _refuse_copy(copy: Optional[bool], why: str, fix: str) -> None:
+    if copy is False:
+        raise ValueError(f"to_jax: {why}, so the tensor cannot be shared with copy=False. {fix}")
+
+
+def _downcast(t, name: str, copy: Optional[bool], allow_downcast: bool):
+    """int64/uint64/float64/complex128 with JAX's 64-bit mode off."""
+    import torch
+
+    target = dtypes.X64_DOWNCAST[name]
+    if not allow_downcast:
+        raise TypeError(
+            f"to_jax: a {name} tensor needs JAX's 64-bit mode, which is off; JAX would silently "
+            f"convert it to {target} (int64 2**40 becomes 0). Enable the mode before using JAX "
+            f"(jax.config.update('jax_enable_x64', True)), or pass allow_downcast=True to "
+            f"convert to {target} (a copy)")
+    _refuse_copy(copy, f"converting {name} to {target} makes a new buffer",
+                 "Enable jax_enable_x64 to share it, or pass copy=None")
+    if name in ("int64", "uint64") and t.numel():
+        signed = t if name == "int64" else t.view(torch.int64)  # uint64 >= 2**63 reads < 0
+        lo, hi = int(signed.min()), int(signed.max())
+        info = np.iinfo(target)
+        if lo < info.min or hi > info.max:
+            shown = f"[{lo}, {hi}]" if name == "int64" else "above 2**32 - 1"
+            raise OverflowError(f"to_jax: {name} values {shown} do not fit in {target}; enable "
+                                f"jax_enable_x64 instead of passing allow_downcast=True")
+    return t.to(dtypes.torch_dtype(target))
+
+
 def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = False) -> jax.Array:
-    """A torch tensor as a JAX array, sharing its memory when possible.
+    """A torch tensor as a JAX array of the same shape and dtype, sharing its memory.
 
     Args:
-      tensor: any torch tensor (requires_grad is fine: it is detached).
-      copy: None = share if possible, else copy; True = always an independent
-        copy; False = share or raise ValueError saying why not.
-      allow_downcast: with JAX's 64-bit mode off, convert int64/float64/
+      tensor: a strided torch tensor of any shape (0-d and empty too) on the
+        CPU, or on a GPU that JAX also sees. ``requires_grad`` is fine: the
+        tensor is detached.
+      copy: ``None`` shares when possible and copies otherwise; ``True`` always
+        returns an independent copy; ``False`` shares or raises ValueError
+        saying why it cannot.
+      allow_downcast: with JAX's 64-bit mode off, convert int64/uint64/float64/
         complex128 to their 32-bit types (a copy); integers that do not fit
         raise OverflowError. Without it such tensors raise TypeError.
+
+    Returns:
+      A ``jax.Array`` on the tensor's device. When shared, in-place torch
+      writes to the tensor show in it.
     """
     import torch
 
     if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"to_jax: expected a torch.Tensor, got {type(tensor).__name__}")
+        hint = (" (it is already a JAX array)" if isinstance(tensor, jax.Array) else
+                "; for NumPy arrays and Python numbers use jnp.asarray")
+        raise TypeError(f"to_jax: expected a torch.Tensor, got {type(tensor).__name__}{hint}")
+    if tensor.layout != torch.strided:
+        raise TypeError(f"to_jax: DLPack carries dense tensors only, got layout {tensor.layout}; "
+                        f"call tensor.to_dense() first (or convert its indices and values)")
+    if tensor.device.type == "meta":
+        raise ValueError("to_jax: a tensor on the 'meta' device has no data to share")
     t = tensor.detach()
     if t.is_conj():
-        if copy is False:
-            raise ValueError("to_jax: a conjugate-bit tensor cannot be shared; "
-                             "call tensor.resolve_conj() or pass copy=None")
+        _refuse_copy(copy, "it has the conjugate bit set (a lazy .conj())",
+                     "Call tensor.resolve_conj() first, or pass copy=None")
         t = t.resolve_conj()
     if t.is_neg():
-        if copy is False:
-            raise ValueError("to_jax: a negative-bit tensor cannot be shared; "
-                             "call tensor.resolve_neg() or pass copy=None")
+        _refuse_copy(copy, "it has the negative bit set (a lazy negation)",
+                     "Call tensor.resolve_neg() first, or pass copy=None")
         t = t.resolve_neg()
     name = dtypes.name_of(t.dtype)
     if dtypes.needs_x64(name) and not jax.config.jax_enable_x64:
-        if not allow_downcast:
-            raise TypeError(
-                f"to_jax: a {name} tensor needs JAX's 64-bit mode, which is off; JAX would "
-                f"silently downcast it. Enable it (jax.config.update('jax_enable_x64', True)) "
-                f"or pass allow_downcast=True to convert to {dtypes.X64_DOWNCAST[name]}")
-        if copy is False:
-            raise ValueError(f"to_jax: downcasting {name} makes a copy, but copy=False")
-        if name == "int64" and t.numel():
-            lo, hi = int(t.min()), int(t.max())
-            info = np.iinfo(np.int32)
-            if lo < info.min or hi > info.max:
-                raise OverflowError(
-                    f"to_jax: int64 values in [{lo}, {hi}] do not fit in int32; "
-                    f"enable jax_enable_x64 instead of allow_downcast")
-        t = t.to(dtypes.torch_dtype(dtypes.X64_DOWNCAST[name]))
+        t = _downcast(t, name, copy, allow_downcast)
     if not _is_compact(t):
-        if copy is False:
-            raise ValueError(f"to_jax: strides {tuple(t.stride())} for shape {tuple(t.shape)} "
-                             f"have gaps or repeats (a slice with a step, or expand); DLPack "
-                             f"cannot share them. Pass copy=None to copy, or .contiguous() it")
+        _refuse_copy(copy, f"its strides {tuple(t.stride())} for shape {tuple(t.shape)} have gaps "
+                     f"or repeats (a slice with a step, or expand) that DLPack cannot describe",
+                     "Pass copy=None to copy, or call .contiguous() first")
         t = t.contiguous()
     if copy:
+        # jax.dlpack.from_dlpack(copy=True) still shares on CPU; copy here instead.
         t = t.clone(memory_format=torch.contiguous_format)
-    if t.device.type == "cpu" and t.numel() and t.data_ptr() % 64:
-        if copy is False:
-            raise ValueError("to_jax: the CPU buffer is not 64-byte aligned, so JAX would copy "
-                             "it; pass copy=None, or allocate the tensor with torch")
+    if t.device.type == "cpu" and t.numel() and t.data_ptr() % CPU_ALIGNMENT:
+        _refuse_copy(copy, f"its CPU buffer is not {CPU_ALIGNMENT}-byte aligned (address % "
+                     f"{CPU_ALIGNMENT} = {t.data_ptr() % CPU_ALIGNMENT}; e.g. t[1:] or "
+                     f"torch.from_numpy), and JAX would copy it",
+                     "Pass copy=None, or .clone() it into a fresh torch allocation")
         t = t.clone(memory_format=torch.contiguous_format)
-    return jax.dlpack.from_dlpack(t)
+    try:
+        array = jax.dlpack.from_dlpack(t)
+    except (BufferError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"to_jax: JAX cannot import a tensor on {t.device} ({exc}); JAX's "
+                         f"devices are {jax.devices()}. Move it with tensor.to(...) first") from exc
+    if copy is False and t.numel() and array.unsafe_buffer_pointer() != t.data_ptr():
+        raise ValueError(f"to_jax: JAX copied the {t.device} tensor while importing it, but "
+                         f"copy=False; pass copy=None to allow the copy")
+    return array
 
 
 def to_torch(array: Any, *, copy: Optional[bool] = None):
-    """A JAX array as a torch tensor, sharing its memory (``copy=True`` for a copy)."""
+    """A JAX array as a torch tensor of the same shape and dtype, sharing its memory.
+
+    Args:
+      array: a concrete ``jax.Array`` on one device (not a tracer from inside
+        ``jax.jit`` / ``grad`` / ``vmap``).
+      copy: ``None`` or ``False`` share the buffer (always possible for a
+        single-device array); ``True`` returns an independent copy.
+
+    Returns:
+      A contiguous torch tensor on the array's device. When shared, in-place
+      torch writes to it change the JAX array too: keep it read-only, or copy.
+    """
     import torch
 
     if isinstance(array, jax.core.Tracer):
         raise TypeError("to_torch: got a traced value (inside jax.jit / grad / vmap); torch can "
                         "only take concrete arrays. Convert outside the transformed function, "
-                        "or use torch2jax_ops.bridge.as_jax to call torch from JAX")
-    array = jnp.asarray(array)
+                        "or call torch from JAX with torch2jax_ops.bridge.as_jax")
+    if isinstance(array, torch.Tensor):
+        raise TypeError("to_torch: got a torch.Tensor (it is already a torch tensor)")
+    if not isinstance(array, jax.Array):
+        hint = "torch.from_numpy" if isinstance(array, np.ndarray) else "torch.as_tensor"
+        raise TypeError(f"to_torch: expected a jax.Array, got {type(array).__name__}; use {hint}")
+    if len(array.devices()) != 1:
+        raise ValueError(f"to_torch: the array is sharded over {len(array.devices())} devices; "
+                         f"DLPack takes one buffer. Gather it first, e.g. "
+                         f"jax.device_put(array, jax.devices()[0])")
     tensor = torch.from_dlpack(array)
     return tensor.clone() if copy else tensor
 
 
+def _extent(tensor) -> tuple[int, int]:
+    """The byte range [start, stop) a strided torch tensor touches."""
+    size = tensor.element_size()
+    low = sum(s * (n - 1) for s, n in zip(tensor.stride(), tensor.shape) if s < 0)
+    high = sum(s * (n - 1) for s, n in zip(tensor.stride(), tensor.shape) if s > 0)
+    return tensor.data_ptr() + low * size, tensor.data_ptr() + (high + 1) * size
+
+
 def shares_memory(tensor: Any, array: Any) -> bool:
-    """True when the torch tensor and the JAX array use the same buffer."""
-    if tensor.numel() == 0:
+    """True when a torch tensor and a JAX array overlap in memory (either order).
+
+    A torch view into part of the array's buffer counts. Empty tensors and
+    arrays hold no bytes and share nothing.
+    """
+    import torch
+
+    if isinstance(array, torch.Tensor) and isinstance(tensor, jax.Array):
+        tensor, array = array, tensor
+    if not (isinstance(tensor, torch.Tensor) and isinstance(array, jax.Array)):
+        raise TypeError(f"shares_memory: expected a torch.Tensor and a jax.Array, got "
+                        f"{type(tensor).__name__} and {type(array).__name__}")
+    if tensor.numel() == 0 or array.size == 0:
         return False
-    return tensor.data_ptr() == array.unsafe_buffer_pointer()
+    start, stop = _extent(tensor)
+    base = array.unsafe_buffer_pointer()
+    return start < base + array.nbytes and base < stop
+
+
+def _map_leaves(fn, tree: Any, name: str, leaf_type: type) -> Any:
+    """Apply ``fn`` to every ``leaf_type`` leaf; errors name the leaf's path."""
+    def convert(path, leaf):
+        if not isinstance(leaf, leaf_type):
+            return leaf
+        try:
+            return fn(leaf)
+        except (TypeError, ValueError, OverflowError) as exc:
+            where = jax.tree_util.keystr(path) or "<root>"
+            raise type(exc)(f"{name}: at {where}: {exc}") from exc
+
+    out = jax.tree_util.tree_map_with_path(convert, tree)
+    if hasattr(tree, "_metadata"):  # a torch state_dict keeps its version metadata
+        out._metadata = tree._metadata
+    return out
+
+
+def tree_to_jax(tree: Any, *, copy: Optional[bool] = None, allow_downcast: bool = False) -> Any:
+    """:func:`to_jax` on every torch tensor in a nested dict/list/tuple.
+
+    Other leaves (numbers, strings, None, NumPy arrays) pass through unchanged,
+    and the containers keep their types (a ``state_dict`` stays an
+    ``OrderedDict``). ``copy`` and ``allow_downcast`` apply to every tensor;
+    an error names the leaf's path, e.g. ``['bn.num_batches_tracked']``.
+    """
+    import torch
+
+    return _map_leaves(lambda t: to_jax(t, copy=copy, allow_downcast=allow_downcast), tree,
+                       "tree_to_jax", torch.Tensor)
+
+
+def tree_to_torch(tree: Any, *, copy: Optional[bool] = None) -> Any:
+    """:func:`to_torch` on every JAX array in a nested dict/list/tuple.
+
+    Other leaves pass through unchanged; the result can go straight into
+    ``module.load_state_dict``.
+    """
+    return _map_leaves(lambda a: to_torch(a, copy=copy), tree, "tree_to_torch", jax.Array)

@@ -16,13 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 
 FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
-INT_NAMES = ("uint8", "int8", "int16", "int32", "int64")
+INT_NAMES = ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
 COMPLEX_NAMES = ("complex64", "complex128")
 ALL_NAMES = FLOAT_NAMES + INT_NAMES + ("bool",) + COMPLEX_NAMES
 
 #: dtypes that exist only in JAX's 64-bit mode (``jax_enable_x64``), and the
 #: 32-bit type each becomes when that mode is off.
-X64_DOWNCAST = {"int64": "int32", "float64": "float32", "complex128": "complex64"}
+X64_DOWNCAST = {"int64": "int32", "uint64": "uint32", "float64": "float32",
+                "complex128": "complex64"}
 X64_NAMES = tuple(X64_DOWNCAST)
 
 #: (rtol, atol) per dtype, as torch.testing.assert_close uses by default.

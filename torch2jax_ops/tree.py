@@ -1,0 +1,140 @@
+"""Arithmetic over whole pytrees of parameters: model soups and checkpoint averages.
+
+A checkpoint converted with :func:`torch2jax_ops.dlpack.tree_to_jax` is a
+pytree (an ``OrderedDict`` of arrays); :func:`weighted_sum` combines several
+of them leaf by leaf.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import dtypes
+
+__all__ = ["weighted_sum"]
+
+INTEGER_LEAVES = ("error", "first", "round")
+
+
+def _where(path) -> str:
+    return jax.tree_util.keystr(path) or "<root>"
+
+
+def _check_same_structure(flat: list, treedefs: list) -> None:
+    """All trees have the same leaf paths and containers; else name the first difference."""
+    paths0 = [path for path, _ in flat[0]]
+    for k in range(1, len(flat)):
+        if treedefs[k] == treedefs[0]:
+            continue
+        paths = [path for path, _ in flat[k]]
+        for i in range(max(len(paths0), len(paths))):
+            a = paths0[i] if i < len(paths0) else None
+            b = paths[i] if i < len(paths) else None
+            if a != b:
+                if a is not None and a not in paths:
+                    first = f"{_where(a)} is in trees[0] but not in trees[{k}]"
+                else:
+                    first = f"{_where(b)} is in trees[{k}] but not in trees[0]"
+                raise ValueError(f"weighted_sum: the trees differ in structure; first "
+                                 f"differing path: {first}")
+        raise ValueError(f"weighted_sum: trees[0] and trees[{k}] have the same leaf paths but "
+                         f"different containers (e.g. list vs tuple): {treedefs[0]} vs "
+                         f"{treedefs[k]}")
+
+
+def _is_array(leaf: Any) -> bool:
+    return isinstance(leaf, (jax.Array, np.ndarray, np.generic))
+
+
+def weighted_sum(trees: Sequence[Any], weights: Any, *, integer_leaves: str = "error") -> Any:
+    """``sum_k weights[k] * trees[k]``, leaf by leaf, for pytrees of one structure.
+
+    A uniform soup is ``weighted_sum(trees, [1 / K] * K)``; the weights are not
+    normalised for you. Leaves of the same shape and dtype (every ``64 x 64``
+    weight of every layer, say) are stacked into one ``(K, L, *shape)`` array
+    and contracted with the weights in one operation. float16/bfloat16 leaves
+    are accumulated in float32 and rounded once. Works under ``jax.jit``
+    (``weights`` may be traced).
+
+    Args:
+      trees: a non-empty sequence of K pytrees with identical structure, leaf
+        shapes and dtypes (JAX or NumPy arrays; torch tensors must go through
+        ``tree_to_jax`` first). Non-array leaves (strings, Python numbers)
+        must be equal in all trees and are passed through.
+      weights: K numbers, a list or a 1-D array of shape ``(K,)``.
+      integer_leaves: what to do with integer/bool leaves (e.g. BatchNorm's
+        ``num_batches_tracked``): ``"error"`` (default) raises, ``"first"``
+        takes ``trees[0]``'s, ``"round"`` rounds the weighted sum to the
+        nearest integer.
+
+    Returns:
+      A pytree with ``trees[0]``'s structure and leaf dtypes.
+
+    Raises:
+      ValueError: the trees differ (the message names the first differing
+        path, or the leaf whose shape or dtype differs), or ``weights`` has the
+        wrong shape.
+      TypeError: a torch tensor leaf, or an integer leaf with
+        ``integer_leaves="error"``.
+    """
+    if integer_leaves not in INTEGER_LEAVES:
+        raise ValueError(f"weighted_sum: integer_leaves must be one of {INTEGER_LEAVES}, "
+                         f"got {integer_leaves!r}")
+    trees = list(trees)
+    if not trees:
+        raise ValueError("weighted_sum: trees is empty; pass at least one pytree")
+    k = len(trees)
+    weights = jnp.asarray(weights)
+    if weights.shape != (k,):
+        raise ValueError(f"weighted_sum: weights must have shape ({k},), one per tree, got "
+                         f"shape {weights.shape}")
+    flat, treedefs = zip(*(jax.tree_util.tree_flatten_with_path(tree) for tree in trees))
+    _check_same_structure(list(flat), list(treedefs))
+
+    out: list[Any] = [None] * len(flat[0])
+    groups: dict[tuple, list[int]] = {}  # (shape, dtype) -> leaf positions
+    for i, (path, first) in enumerate(flat[0]):
+        leaves = [flat[j][i][1] for j in range(k)]
+        if any(type(leaf).__module__.startswith("torch") for leaf in leaves):
+            raise TypeError(f"weighted_sum: the leaf at {_where(path)} is a torch tensor; "
+                            f"convert the trees with torch2jax_ops.dlpack.tree_to_jax first")
+        if not all(_is_array(leaf) for leaf in leaves):
+            if any(_is_array(leaf) for leaf in leaves) or any(
+                    leaf != first for leaf in leaves[1:]):
+                raise ValueError(f"weighted_sum: the non-array leaf at {_where(path)} differs "
+                                 f"between trees ({[leaf for leaf in leaves]}); only arrays "
+                                 f"are combined, other leaves must be equal")
+            out[i] = first
+            continue
+        shape, dtype = jnp.shape(first), jnp.result_type(first)
+        for j, leaf in enumerate(leaves[1:], start=1):
+            if jnp.shape(leaf) != shape or jnp.result_type(leaf) != dtype:
+                raise ValueError(f"weighted_sum: the leaf at {_where(path)} is {dtype}"
+                                 f"{list(shape)} in trees[0] but {jnp.result_type(leaf)}"
+                                 f"{list(jnp.shape(leaf))} in trees[{j}]")
+        if not jnp.issubdtype(dtype, jnp.inexact):
+            if integer_leaves == "error":
+                raise TypeError(f"weighted_sum: the leaf at {_where(path)} is {dtype}; pass "
+                                f"integer_leaves='first' to keep trees[0]'s or 'round' to "
+                                f"round the weighted sum")
+            if integer_leaves == "first":
+                out[i] = jnp.asarray(first)
+                continue
+        groups.setdefault((shape, dtype), []).append(i)
+
+    for (shape, dtype), positions in groups.items():
+        compute = dtypes.accumulation_dtype(dtype) if jnp.issubdtype(dtype, jnp.inexact) else (
+            jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+        real = jnp.finfo(compute).dtype  # complex leaves take real weights
+        stacked = jnp.stack([jnp.asarray(flat[j][i][1]) for j in range(k) for i in positions])
+        stacked = stacked.reshape((k, len(positions)) + shape).astype(compute)
+        summed = jnp.einsum("k,kl...->l...", weights.astype(real), stacked)
+        if not jnp.issubdtype(dtype, jnp.inexact):
+            summed = jnp.round(summed)
+        summed = summed.astype(dtype)
+        for slot, i in enumerate(positions):
+            out[i] = summed[slot]
+    return jax.tree_util.tree_unflatten(treedefs[0], out)
