@@ -2,9 +2,11 @@
 
 All contenders run in one process on the same data; each time is the median of
 ``--repeat`` runs after a warm-up (compilation excluded). Ratios, not absolute
-times, are what to read on a noisy 2-core machine. Three parts: the scatter
-family, segment/gather and the composites (sorted index), and a sweep of E
-from 10^4 to 10^6 for sum, max and softmax, plotted to ``--plot``.
+times, are what to read on a noisy 2-core machine. Parts: the scatter
+family, segment/gather and the composites (sorted index), a sweep of E
+from 10^4 to 10^6 for sum, max and softmax, plotted to ``--plot``, the
+torch <-> JAX exchange (to_jax / to_torch on 1 KB and 1 GB), and the
+overhead of ``as_torch`` on small inputs.
 
     python benchmarks/run.py --out benchmarks/RESULTS.md --plot benchmarks/scaling.png
 """
@@ -186,8 +188,71 @@ def plot(sweep: list[dict], path: str) -> None:
     plt.close(fig)
 
 
+def per_call(fn, calls: int) -> float:
+    """Seconds per call of ``fn`` over a loop of ``calls`` (for microsecond-scale work)."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def run_exchange(big_bytes: int, repeat: int) -> list[dict]:
+    """to_jax / to_torch on a 1 KB and a ``big_bytes`` float32 buffer, timed round-robin,
+    and a copy of the big one for scale."""
+    big_label = (f"{big_bytes / 2**30:g} GB" if big_bytes >= 2**30 else f"{big_bytes // 1024} KB")
+    sizes = {"1 KB": 1024, big_label: big_bytes}
+    tensors = {label: torch.empty(n // 4).fill_(1.0) for label, n in sizes.items()}
+    arrays = {label: jnp.ones(n // 4, jnp.float32).block_until_ready()
+              for label, n in sizes.items()}
+    for label in sizes:  # what is timed is the zero-copy path
+        assert t2j.shares_memory(tensors[label], t2j.to_jax(tensors[label], copy=False))
+        assert t2j.shares_memory(t2j.to_torch(arrays[label]), arrays[label])
+    calls = 50
+    runs = {}
+    for label in sizes:
+        tensor, array = tensors[label], arrays[label]
+        runs[("to_jax", label)] = lambda t=tensor: per_call(lambda: t2j.to_jax(t), calls)
+        runs[("to_torch", label)] = lambda a=array: per_call(lambda: t2j.to_torch(a), calls)
+    times = median_seconds(runs, repeat)
+    copy = median_seconds({"clone": lambda: tensors[big_label].clone()}, 3)["clone"]
+    return [{"size": label, "bytes": n, "copy": copy,
+             "times": {call: times[(call, label)] / calls for call in ("to_jax", "to_torch")}}
+            for label, n in sizes.items()]
+
+
+def run_as_torch(repeat: int) -> dict:
+    """Small inputs: as_torch(f) vs the jitted JAX function vs the same math in torch."""
+    def f_jax(x, w):
+        return jnp.tanh(x @ w).sum()
+
+    def f_torch(x, w):
+        return torch.tanh(x @ w).sum()
+
+    x_t, w_t = torch.randn(16, 16), torch.randn(16, 16)
+    x_j, w_j = t2j.to_jax(x_t), t2j.to_jax(w_t)
+    bridged, jitted = t2j.as_torch(f_jax), jax.jit(f_jax)
+    grad_jitted = jax.jit(jax.grad(f_jax, argnums=(0, 1)))
+    w_req = w_t.clone().requires_grad_()
+    calls = 50
+
+    def backward(fn):
+        w_req.grad = None
+        fn(x_t, w_req).backward()
+
+    times = median_seconds({
+        "jax.jit(f)": lambda: per_call(lambda: jitted(x_j, w_j).block_until_ready(), calls),
+        "as_torch(f)": lambda: per_call(lambda: bridged(x_t, w_t), calls),
+        "torch f": lambda: per_call(lambda: f_torch(x_t, w_t), calls),
+        "jax.jit(grad(f))": lambda: per_call(
+            lambda: jax.block_until_ready(grad_jitted(x_j, w_j)), calls),
+        "as_torch(f) + backward": lambda: per_call(lambda: backward(bridged), calls),
+        "torch f + backward": lambda: per_call(lambda: backward(f_torch), calls),
+    }, repeat)
+    return {k: v / calls for k, v in times.items()}
+
+
 def markdown(rows: list[dict], args: argparse.Namespace, segments: list[dict] = (),
-             sweep: list[dict] = ()) -> str:
+             sweep: list[dict] = (), exchange: list[dict] = (), bridge: dict = None) -> str:
     ours = "torch2jax_ops (jit)"
     lines = [
         "# Benchmarks", "",
@@ -243,6 +308,34 @@ def markdown(rows: list[dict], args: argparse.Namespace, segments: list[dict] = 
             "microseconds, which dominates the cheapest op on small inputs." if slower
             else "none.")]
         lines.append("")
+    if exchange:
+        small, big = exchange
+        lines += ["## torch <-> JAX exchange (DLPack)", "",
+                  f"float32 buffers; microseconds per call (median of {args.repeat} loops of 50 "
+                  f"calls). Target: {big['size']} / 1 KB under 2 (a copy would scale with the "
+                  f"size: `tensor.clone()` column).", "",
+                  "| call | 1 KB us | " + big["size"] + " us | ratio | met | clone of " +
+                  big["size"] + " us |", "|---|---:|---:|---:|---|---:|"]
+        for call in ("to_jax", "to_torch"):
+            ratio = big["times"][call] / small["times"][call]
+            lines.append(f"| {call} | {small['times'][call] * 1e6:.1f} | "
+                         f"{big['times'][call] * 1e6:.1f} | {ratio:.2f} | "
+                         f"{'yes' if ratio < 2 else 'NO'} | {big['copy'] * 1e6:,.0f} |")
+        lines.append("")
+    if bridge:
+        lines += ["## as_torch overhead on small inputs", "",
+                  "`f(x, w) = tanh(x @ w).sum()` with x, w of 16 x 16 float32; microseconds per "
+                  "call. The overhead is what `as_torch` adds around the jitted JAX function "
+                  "(DLPack both ways, the autograd.Function, the cache look-up).", "",
+                  "| call | us | overhead vs JAX us |", "|---|---:|---:|"]
+        for name, base in (("jax.jit(f)", None), ("as_torch(f)", "jax.jit(f)"),
+                           ("torch f", None), ("jax.jit(grad(f))", None),
+                           ("as_torch(f) + backward", "jax.jit(grad(f))"),
+                           ("torch f + backward", None)):
+            extra = "-" if base is None else f"{(bridge[name] - bridge[base]) * 1e6:.1f}"
+            lines.append(f"| {name} | {bridge[name] * 1e6:.1f} | {extra} |")
+        lines += ["", "`as_torch(f) + backward` runs the forward, then `jax.vjp` (which "
+                  "recomputes the forward) in a second jitted call.", ""]
     return "\n".join(lines)
 
 
@@ -257,13 +350,17 @@ def main(argv=None) -> int:
                         help="where the time-vs-E plot goes (next to --out)")
     parser.add_argument("--sweep", default="10000,30000,100000,300000,1000000",
                         help="comma-separated E values for the scaling sweep")
+    parser.add_argument("--exchange-bytes", type=int, default=2**30,
+                        help="the large buffer for the to_jax/to_torch timing (1 GB)")
     args = parser.parse_args(argv)
     rows = run(args.edges, args.features, args.nodes, args.repeat)
     segments = run_segments(args.edges, args.features, args.nodes, args.repeat)
     sweep = run_sweep([int(e) for e in args.sweep.split(",")], args.features, args.repeat)
     plot(sweep, args.plot)
+    exchange = run_exchange(args.exchange_bytes, args.repeat)
+    bridge = run_as_torch(args.repeat)
     with open(args.out, "w") as handle:
-        handle.write(markdown(rows, args, segments, sweep))
+        handle.write(markdown(rows, args, segments, sweep, exchange, bridge))
     print(f"written: {args.out}")
     return 0
 

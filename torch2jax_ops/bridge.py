@@ -134,7 +134,7 @@ def _outputs(tree_box: _TreeBox, result: Any, inputs: tuple) -> tuple:
     seen = {t.data_ptr() for t in inputs if t.numel()}
     out = []
     for leaf in leaves:
-        tensor = to_torch(jnp.asarray(leaf))
+        tensor = to_torch(leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf))
         if tensor.numel() and tensor.data_ptr() in seen:  # never hand torch one buffer twice
             tensor = tensor.clone()
         seen.add(tensor.data_ptr())

@@ -121,7 +121,7 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
                      "Call tensor.resolve_neg() first, or pass copy=None")
         t = t.resolve_neg()
     name = dtypes.name_of(t.dtype)
-    if dtypes.needs_x64(name) and not jax.config.jax_enable_x64:
+    if name in dtypes.X64_NAMES and not jax.config.jax_enable_x64:
         t = _downcast(t, name, copy, allow_downcast)
     if not _is_compact(t):
         _refuse_copy(copy, f"its strides {tuple(t.stride())} for shape {tuple(t.shape)} have gaps "
