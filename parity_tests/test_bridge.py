@@ -15,6 +15,7 @@ import torch_scatter
 import torch2jax_ops as t2j
 from torch2jax_ops import as_jax, as_torch, dtypes, to_jax, to_torch
 from torch2jax_ops.bridge import InPlaceError
+from torch2jax_ops.parity import suite
 
 
 # The same math twice: (jax version, torch version).
@@ -146,6 +147,22 @@ def test_as_torch_integer_inputs_get_no_gradient():
     torch.testing.assert_close(src.grad, torch.ones(6, 2))
 
 
+def test_as_torch_long_index_with_64_bit_mode_off():
+    src = torch.randn(6, 2, requires_grad=True)
+    index = torch.tensor([0, 1, 0, 2, 1, 0])  # int64, as PyG's
+    op = lambda s, i: t2j.scatter_mean(s, i, dim=0, dim_size=3)
+    with dtypes.x64(False):
+        with pytest.raises(TypeError, match=r"argument\(s\) 1 \(int64\)"):
+            as_torch(op)(src, index)
+        out = as_torch(op, allow_downcast=True)(src, index)
+        grad, = torch.autograd.grad(out.sum(), src)
+        with pytest.raises(OverflowError):
+            as_torch(op, allow_downcast=True)(src, index + 2**40)
+    ref = torch_scatter.scatter_mean(src, index, dim=0, dim_size=3)
+    close(out, ref, "float32")
+    close(grad, torch.autograd.grad(ref.sum(), src)[0], "float32")
+
+
 def test_as_torch_complex_gradient_follows_torch_convention(x64):
     z = torch.tensor([1 + 2j, 0.5 - 1j], dtype=torch.complex128, requires_grad=True)
     ref_z = z.detach().clone().requires_grad_()
@@ -162,7 +179,7 @@ def test_as_torch_outputs_never_share_a_buffer_with_inputs():
 
 def test_as_torch_errors_name_the_fix():
     with dtypes.x64(False):
-        with pytest.raises(TypeError, match="64-bit mode"):
+        with pytest.raises(TypeError, match=r"argument\(s\) 0 \(float64\).*allow_downcast=True"):
             as_torch(jnp.sin)(torch.ones(3, dtype=torch.float64))
     with pytest.raises(TypeError, match="hashable"):
         as_torch(lambda x, opts: x)(torch.ones(2), {"a": [1]}.items())
@@ -281,3 +298,15 @@ def test_round_trip_as_jax_of_as_torch(x64):
     jclose(there_and_back(x, w, b), layer_jax(x, w, b))
     jclose(jax.grad(lambda x: jnp.sum(there_and_back(x, w, b)))(x),
            jax.grad(lambda x: jnp.sum(layer_jax(x, w, b)))(x))
+
+
+# ------------------------------------------------------------------ the report's section
+
+BRIDGE_CASES = suite.cases("bridge")
+
+
+@pytest.mark.parametrize("case", BRIDGE_CASES, ids=[c.id for c in BRIDGE_CASES])
+def test_bridge_section_of_the_parity_report(case):
+    result = case.run()
+    assert result.passed, str(result)
+    assert any(leaf.kind == "grad" for leaf in result.leaves), "no gradient was compared"

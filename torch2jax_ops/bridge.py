@@ -76,8 +76,8 @@ def _conj_if_complex(x):
 class _Bridged:
     """A JAX function on a flat list of arrays, keyed by the static arguments."""
 
-    def __init__(self, fn: Callable, key: tuple):
-        self.fn, self.key = fn, key
+    def __init__(self, fn: Callable, key: tuple, allow_downcast: bool):
+        self.fn, self.key, self.allow_downcast = fn, key, allow_downcast
         self.jitted = jax.jit(self.call)
         self.batched: dict[tuple, Callable] = {}
         self._vjp: Optional[Callable] = None
@@ -90,7 +90,7 @@ class _Bridged:
     def batched_call(self, axes: tuple) -> Callable:
         """The function under ``jax.vmap(in_axes=axes)``, as a torch function (bridged)."""
         if axes not in self.batched:
-            self.batched[axes] = as_torch(jax.vmap(self.call, in_axes=axes))
+            self.batched[axes] = as_torch(jax.vmap(self.call, in_axes=axes), allow_downcast=self.allow_downcast)
         return self.batched[axes]
 
     def vjp(self) -> Callable:
@@ -105,7 +105,7 @@ class _Bridged:
                 grads = pullback(jax.tree_util.tree_unflatten(tree, full))
                 return tuple(_conj_if_complex(g) if _inexact(p) else None
                              for g, p in zip(grads, primals))
-            self._vjp = as_torch(vjp_jax)
+            self._vjp = as_torch(vjp_jax, allow_downcast=self.allow_downcast)
         return self._vjp
 
     def jvp(self) -> Callable:
@@ -118,7 +118,7 @@ class _Bridged:
                 return tuple(t if _inexact(o) else None for o, t in
                              zip(jax.tree_util.tree_leaves(outs),
                                  jax.tree_util.tree_leaves(out_tangents)))
-            self._jvp = as_torch(jvp_jax)
+            self._jvp = as_torch(jvp_jax, allow_downcast=self.allow_downcast)
         return self._jvp
 
 
@@ -150,7 +150,7 @@ def _import_torch_function():
 
         @staticmethod
         def forward(bridged, tree_box, *tensors):
-            arrays = [to_jax(t) for t in tensors]
+            arrays = [to_jax(t, allow_downcast=bridged.allow_downcast) for t in tensors]
             return _outputs(tree_box, bridged.jitted(*arrays), tensors)
 
         @staticmethod
@@ -192,31 +192,44 @@ def _call_class():
 
 
 class _AsTorch:
-    def __init__(self, jax_fn: Callable):
-        self.jax_fn = jax_fn
+    def __init__(self, jax_fn: Callable, allow_downcast: bool):
+        self.jax_fn, self.allow_downcast = jax_fn, allow_downcast
         self.cache: dict[tuple, _Bridged] = {}
         functools.update_wrapper(self, jax_fn)
 
     def __call__(self, *args, **kwargs):
         import torch
 
-        tensors, key = _split(args, kwargs, lambda x: isinstance(x, torch.Tensor),
-                              f"as_torch({getattr(self.jax_fn, '__name__', 'fn')})")
+        who = f"as_torch({getattr(self.jax_fn, '__name__', 'fn')})"
+        tensors, key = _split(args, kwargs, lambda x: isinstance(x, torch.Tensor), who)
+        if not (self.allow_downcast or jax.config.jax_enable_x64):
+            wide = [f"{i} ({dtypes.name_of(t.dtype)})" for i, t in enumerate(tensors)
+                    if dtypes.name_of(t.dtype) in dtypes.X64_NAMES]
+            if wide:
+                raise TypeError(f"{who}: tensor argument(s) {', '.join(wide)} need JAX's 64-bit "
+                                f"mode, which is off (JAX would silently downcast). Enable it "
+                                f"(jax.config.update('jax_enable_x64', True)), or wrap with "
+                                f"as_torch(fn, allow_downcast=True) to pass them as 32-bit "
+                                f"(integers that do not fit raise)")
         bridged = self.cache.get(key)
         if bridged is None:
-            bridged = self.cache[key] = _Bridged(self.jax_fn, key)
+            bridged = self.cache[key] = _Bridged(self.jax_fn, key, self.allow_downcast)
         tree_box = _TreeBox()
         outs = _call_class().apply(bridged, tree_box, *tensors)
         return jax.tree_util.tree_unflatten(tree_box.tree, outs)
 
 
-def as_torch(jax_fn: Callable) -> Callable:
+def as_torch(jax_fn: Callable, *, allow_downcast: bool = False) -> Callable:
     """A JAX function as a differentiable torch function.
 
     Args:
       jax_fn: a function of JAX arrays (any pytree of them, plus hashable
         static arguments: Python numbers, strings, None) returning a pytree
         of arrays. It must be traceable by ``jax.jit``.
+      allow_downcast: with JAX's 64-bit mode off, pass int64/float64 tensors
+        (a torch ``long`` index, say) as their 32-bit types, as
+        :func:`~torch2jax_ops.dlpack.to_jax` does (integers that do not fit
+        raise). Without it such tensors raise TypeError naming the argument.
 
     Returns:
       ``f(*args, **kwargs)`` taking the same arguments with torch tensors in
@@ -233,7 +246,7 @@ def as_torch(jax_fn: Callable) -> Callable:
     """
     if not callable(jax_fn):
         raise TypeError(f"as_torch: expected a callable, got {type(jax_fn).__name__}")
-    return _AsTorch(jax_fn)
+    return _AsTorch(jax_fn, allow_downcast)
 
 
 # --------------------------------------------------------------------------- as_jax

@@ -30,19 +30,18 @@ def _check_same_structure(flat: list, treedefs: list) -> None:
         if treedefs[k] == treedefs[0]:
             continue
         paths = [path for path, _ in flat[k]]
-        for i in range(max(len(paths0), len(paths))):
-            a = paths0[i] if i < len(paths0) else None
-            b = paths[i] if i < len(paths) else None
-            if a != b:
-                if a is not None and a not in paths:
-                    first = f"{_where(a)} is in trees[0] but not in trees[{k}]"
-                else:
-                    first = f"{_where(b)} is in trees[{k}] but not in trees[0]"
-                raise ValueError(f"weighted_sum: the trees differ in structure; first "
-                                 f"differing path: {first}")
+        in_k, in_0 = set(paths), set(paths0)
+        missing = next((p for p in paths0 if p not in in_k), None)
+        extra = next((p for p in paths if p not in in_0), None)
+        if missing is not None:
+            raise ValueError(f"weighted_sum: the trees differ in structure; first differing "
+                             f"path: {_where(missing)} is in trees[0] but not in trees[{k}]")
+        if extra is not None:
+            raise ValueError(f"weighted_sum: the trees differ in structure; first differing "
+                             f"path: {_where(extra)} is in trees[{k}] but not in trees[0]")
         raise ValueError(f"weighted_sum: trees[0] and trees[{k}] have the same leaf paths but "
-                         f"different containers (e.g. list vs tuple): {treedefs[0]} vs "
-                         f"{treedefs[k]}")
+                         f"different containers (list vs tuple, dict vs OrderedDict): "
+                         f"{treedefs[0]} vs {treedefs[k]}")
 
 
 def _is_array(leaf: Any) -> bool:

@@ -53,7 +53,8 @@ def register(section: str) -> Callable:
 
 
 def _load() -> None:
-    from . import cases_composite, cases_scatter, cases_segment  # noqa: F401  (register cases)
+    from . import (cases_bridge, cases_composite, cases_scatter,  # noqa: F401  (register cases)
+                   cases_segment)
 
 
 def cases(section: Optional[str] = None, only: Optional[str] = None) -> list[Case]:
