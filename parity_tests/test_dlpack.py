@@ -18,6 +18,19 @@ SHARED_DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "
 SHAPES = {"1-D": (7,), "2-D": (3, 5), "0-d": (), "empty": (0, 4)}
 
 
+def devices() -> list:
+    """The devices to test: cpu, plus cuda when torch and JAX both see a GPU (absent, not
+    skipped, on a CPU machine)."""
+    found = ["cpu"]
+    if torch.cuda.is_available() and any(d.platform == "gpu" for d in jax.devices()):
+        found.append("cuda")
+    return found
+
+
+def jax_device(name: str):
+    return jax.devices("cpu" if name == "cpu" else "gpu")[0]
+
+
 def sample(name: str, shape: tuple) -> torch.Tensor:
     gen = torch.Generator().manual_seed(0)
     if name == "bool":
@@ -32,31 +45,35 @@ def sample(name: str, shape: tuple) -> torch.Tensor:
 def as_numpy(x) -> np.ndarray:
     """Values of a tensor or array as float64/complex128/bool NumPy (bfloat16 included)."""
     if isinstance(x, torch.Tensor):
-        x = x.resolve_conj().resolve_neg()
+        x = x.cpu().resolve_conj().resolve_neg()
         x = x.to(torch.float32) if x.dtype in (torch.bfloat16, torch.float16) else x
         return x.numpy()
     x = np.asarray(x)
     return x.astype(np.float32) if x.dtype.name in ("bfloat16", "float16") else x
 
 
+@pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 @pytest.mark.parametrize("name", SHARED_DTYPES)
-def test_torch_to_jax_shares_the_buffer(name, shape):
+def test_torch_to_jax_shares_the_buffer(name, shape, device):
     with dtypes.x64(dtypes.needs_x64(name)):
-        tensor = sample(name, shape)
+        tensor = sample(name, shape).to(device)
         array = to_jax(tensor, copy=False)
+        assert array.devices() == {jax_device(device)}
         assert array.dtype == dtypes.jax_dtype(name) and array.shape == shape
         assert array.unsafe_buffer_pointer() == tensor.data_ptr()
         np.testing.assert_array_equal(as_numpy(array), as_numpy(tensor))
 
 
+@pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 @pytest.mark.parametrize("name", SHARED_DTYPES)
-def test_jax_to_torch_shares_the_buffer(name, shape):
+def test_jax_to_torch_shares_the_buffer(name, shape, device):
     with dtypes.x64(dtypes.needs_x64(name)):
-        array = jnp.asarray(sample(name, shape).numpy() if name != "bfloat16" else
-                            np.asarray(to_jax(sample(name, shape), copy=True)))
+        owned = jnp.array(to_jax(sample(name, shape), copy=True), copy=True)  # JAX's own buffer
+        array = jax.device_put(owned, jax_device(device))
         tensor = to_torch(array, copy=False)
+        assert tensor.device.type == device
         assert tensor.dtype == dtypes.torch_dtype(name) and tuple(tensor.shape) == shape
         if array.size:
             assert tensor.data_ptr() == array.unsafe_buffer_pointer()

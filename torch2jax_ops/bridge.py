@@ -81,6 +81,7 @@ class _Bridged:
         self.jitted = jax.jit(self.call)
         self.batched: dict[tuple, Callable] = {}
         self._vjp: Optional[Callable] = None
+        self._vjp_jit: Optional[Callable] = None
         self._jvp: Optional[Callable] = None
 
     def call(self, *arrays):
@@ -90,23 +91,37 @@ class _Bridged:
     def batched_call(self, axes: tuple) -> Callable:
         """The function under ``jax.vmap(in_axes=axes)``, as a torch function (bridged)."""
         if axes not in self.batched:
-            self.batched[axes] = as_torch(jax.vmap(self.call, in_axes=axes), allow_downcast=self.allow_downcast)
+            self.batched[axes] = as_torch(jax.vmap(self.call, in_axes=axes),
+                                          allow_downcast=self.allow_downcast)
         return self.batched[axes]
 
+    def vjp_jax(self, primals: tuple, cts: tuple) -> tuple:
+        """Gradients w.r.t. the inexact primals (None for the others), in torch's
+        complex convention; ``cts`` holds one cotangent per inexact output."""
+        outs, pullback = jax.vjp(self.call, *primals)
+        leaves, tree = jax.tree_util.tree_flatten(outs)
+        it = iter(cts)
+        full = [_conj_if_complex(next(it)).astype(o.dtype) if _inexact(o)
+                else np.zeros(o.shape, jax.dtypes.float0) for o in leaves]
+        grads = pullback(jax.tree_util.tree_unflatten(tree, full))
+        return tuple(_conj_if_complex(g) if _inexact(p) else None for g, p in zip(grads, primals))
+
     def vjp(self) -> Callable:
-        """``(primals, cotangents) -> gradients`` as a torch function (itself bridged)."""
+        """:meth:`vjp_jax` as a torch function, itself bridged (so it is differentiable)."""
         if self._vjp is None:
-            def vjp_jax(primals, cts):
-                outs, pullback = jax.vjp(self.call, *primals)
-                leaves, tree = jax.tree_util.tree_flatten(outs)
-                it = iter(cts)
-                full = [_conj_if_complex(next(it)).astype(o.dtype) if _inexact(o)
-                        else np.zeros(o.shape, jax.dtypes.float0) for o in leaves]
-                grads = pullback(jax.tree_util.tree_unflatten(tree, full))
-                return tuple(_conj_if_complex(g) if _inexact(p) else None
-                             for g, p in zip(grads, primals))
-            self._vjp = as_torch(vjp_jax, allow_downcast=self.allow_downcast)
+            self._vjp = as_torch(self.vjp_jax, allow_downcast=self.allow_downcast)
         return self._vjp
+
+    def vjp_now(self, primals: tuple, cts: tuple) -> tuple:
+        """First-order backward without a graph: :meth:`vjp_jax` jitted, on the JAX
+        arrays the forward already imported (no second DLPack import, no nested
+        autograd.Function)."""
+        if self._vjp_jit is None:
+            self._vjp_jit = jax.jit(self.vjp_jax)
+        arrays = tuple(to_jax(c, allow_downcast=self.allow_downcast) for c in cts)
+        box = _TreeBox()
+        grads = _outputs(box, self._vjp_jit(primals, arrays), cts)
+        return jax.tree_util.tree_unflatten(box.tree, grads)
 
     def jvp(self) -> Callable:
         """``(primals, tangents) -> output tangents`` as a torch function (itself bridged)."""
@@ -123,9 +138,11 @@ class _Bridged:
 
 
 class _TreeBox:
-    """Carries the output pytree structure out of ``Function.apply`` (not a pytree itself,
-    so torch.func passes this very object through)."""
+    """Carries the output pytree structure out of ``Function.apply``, and the imported
+    input arrays to ``setup_context`` (not a pytree itself, so torch.func passes this
+    very object through)."""
     tree: Any = None
+    arrays: Optional[tuple] = None
 
 
 def _outputs(tree_box: _TreeBox, result: Any, inputs: tuple) -> tuple:
@@ -150,13 +167,14 @@ def _import_torch_function():
 
         @staticmethod
         def forward(bridged, tree_box, *tensors):
-            arrays = [to_jax(t, allow_downcast=bridged.allow_downcast) for t in tensors]
+            arrays = tuple(to_jax(t, allow_downcast=bridged.allow_downcast) for t in tensors)
+            tree_box.arrays = arrays
             return _outputs(tree_box, bridged.jitted(*arrays), tensors)
 
         @staticmethod
         def setup_context(ctx, inputs, output):
-            bridged, _, *tensors = inputs
-            ctx.bridged = bridged
+            bridged, tree_box, *tensors = inputs
+            ctx.bridged, ctx.arrays = bridged, tree_box.arrays
             ctx.save_for_backward(*tensors)
             ctx.save_for_forward(*tensors)
             ctx.mark_non_differentiable(*[o for o in output
@@ -164,9 +182,12 @@ def _import_torch_function():
 
         @staticmethod
         def backward(ctx, *cts):
-            tensors = ctx.saved_tensors
+            tensors = ctx.saved_tensors  # torch checks here that no input changed in place
             float_cts = tuple(c for c in cts if c.is_floating_point() or c.is_complex())
-            grads = ctx.bridged.vjp()(tuple(tensors), float_cts)
+            if torch.is_grad_enabled() or ctx.arrays is None:  # create_graph / torch.func
+                grads = ctx.bridged.vjp()(tuple(tensors), float_cts)
+            else:
+                grads = ctx.bridged.vjp_now(ctx.arrays, float_cts)
             return (None, None, *grads)
 
         @staticmethod
