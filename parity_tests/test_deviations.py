@@ -431,3 +431,70 @@ def test_half_precision_composites_are_correctly_rounded(op, dtype):
         assert torch.isnan(torch_scatter.scatter_log_softmax(src, idx)[2:]).all()
         assert (np.asarray(t2j.scatter_log_softmax(ours_src, jnp.asarray(idx.numpy())))[2:]
                 == -np.inf).all()
+
+
+def test_functional_call_unknown_key_raises():
+    from torch2jax_ops import func
+    from torch2jax_ops.parity.cases_autograd import Linear, TwoLayer, torch_two_layer
+
+    torch.manual_seed(0)
+    module = torch_two_layer()
+    x = torch.randn(2, 4)
+    typo = {"lin1.weigth": torch.zeros(6, 4)}
+    # torch: the typo is ignored, the output is the module's own (silently)
+    torch.testing.assert_close(torch.func.functional_call(module, typo, (x,)), module(x))
+    # ours: an error naming the key and the real names
+    params = {k: jnp.asarray(v.detach().numpy()) for k, v in module.state_dict().items()}
+    ours = TwoLayer(Linear(params["lin1.weight"], params["lin1.bias"]),
+                    Linear(params["lin2.weight"], params["lin2.bias"]))
+    with pytest.raises(KeyError, match=r"lin1\.weigth.*lin1\.weight"):
+        func.functional_call(ours, {"lin1.weigth": jnp.zeros((6, 4))}, (jnp.asarray(x.numpy()),))
+    # the correct key replaces the weight, as in torch (independent check: a zero layer)
+    zero = {"lin1.weight": jnp.zeros((6, 4)), "lin1.bias": jnp.zeros(6)}
+    out = func.functional_call(ours, zero, (jnp.asarray(x.numpy()),))
+    expected = np.broadcast_to(params["lin2.bias"], (2, 3))  # tanh(0) = 0
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-6)
+
+
+def test_forward_mode_jacobian_structure_is_tuples():
+    from torch2jax_ops.autograd import functional
+
+    x = torch.tensor([0.1, 0.2, 0.3])
+    f = lambda a, b: (a * b.sum(), a.exp())  # noqa: E731
+    reverse = torch.autograd.functional.jacobian(f, (x, x))
+    forward = torch.autograd.functional.jacobian(f, (x, x), strategy="forward-mode",
+                                                 vectorize=True)
+    assert type(reverse) is tuple and type(reverse[0]) is tuple
+    assert type(forward) is list and type(forward[0]) is list  # torch's inconsistency
+    ours = functional.jacobian(lambda a, b: (a * b.sum(), jnp.exp(a)),
+                               (to_j(x), to_j(x)), strategy="forward-mode")
+    assert type(ours) is tuple and all(type(row) is tuple for row in ours)
+    for r_row, o_row in zip(reverse, ours):  # same values as torch's reverse mode
+        for r, o in zip(r_row, o_row):
+            np.testing.assert_allclose(np.asarray(o), r.numpy(), rtol=1e-6)
+    hess = torch.autograd.functional.hessian(lambda a, b: (a * b).sum(), (x, x),
+                                             outer_jacobian_strategy="forward-mode",
+                                             vectorize=True)
+    assert type(hess) is list
+    ours = functional.hessian(lambda a, b: (a * b).sum(), (to_j(x), to_j(x)),
+                              outer_jacobian_strategy="forward-mode")
+    assert type(ours) is tuple and all(type(row) is tuple for row in ours)
+    np.testing.assert_allclose(np.asarray(ours[0][1]), np.eye(3))  # d2/da db of sum(a*b)
+
+
+def to_j(t):
+    return t2j.to_jax(t)
+
+
+def test_chunked_vmap_with_an_unbatched_output():
+    from torch2jax_ops import func
+
+    x, y = torch.randn(6, 3), torch.randn(3)
+    f = lambda a, b: (a * b, b * 2)  # noqa: E731
+    with pytest.raises(TypeError, match="dim"):
+        torch.func.vmap(f, (0, None), (0, None), chunk_size=4)(x, y)
+    whole = torch.func.vmap(f, (0, None), (0, None))(x, y)
+    ours = func.vmap(f, (0, None), (0, None), chunk_size=4)(to_j(x), to_j(y))
+    for w, o in zip(whole, ours):  # independent check: the unchunked torch result
+        np.testing.assert_allclose(np.asarray(o), w.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ours[0]), (x * y).numpy(), rtol=1e-6)

@@ -5,8 +5,12 @@ The torch_scatter mirror is importable from here or from
 package's ops; only ``torch2jax_ops.parity``, the DLPack helpers (``dlpack``)
 and the function bridge (``bridge``) import it, when called.
 ``torch2jax_ops.tree`` holds pytree arithmetic (``tree.weighted_sum``).
+The derivative APIs mirror torch's layout: ``torch2jax_ops.autograd``
+(``functional.jacobian`` ..., ``Function``) and ``torch2jax_ops.func``
+(``grad``, ``vmap``, ``jacrev`` ..., ``nth_grad``, ``jacobian_trace``);
+``torch2jax_ops.nn`` names module arrays as torch's ``state_dict`` does.
 """
-from . import bridge, dlpack, tree
+from . import autograd, bridge, dlpack, func, nn, tree
 from .bridge import as_jax, as_torch
 from .checking import checked
 from .dlpack import shares_memory, to_jax, to_torch, tree_to_jax, tree_to_torch

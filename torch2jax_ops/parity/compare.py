@@ -186,10 +186,20 @@ def _is_tensor(x: Any) -> bool:
 def _flatten_torch(tree: Any, prefix: str = "") -> list:
     """(path, leaf) pairs of a torch output tree (tuples, lists, dicts, named tuples)."""
     if isinstance(tree, dict):
-        return [p for k in tree for p in _flatten_torch(tree[k], f"{prefix}[{k!r}]")]
+        return [p for k in _dict_keys(tree) for p in _flatten_torch(tree[k], f"{prefix}[{k!r}]")]
     if isinstance(tree, (tuple, list)):
         return [p for i, v in enumerate(tree) for p in _flatten_torch(v, f"{prefix}[{i}]")]
     return [(prefix, tree)]
+
+
+def _dict_keys(tree: dict) -> list:
+    """Keys in JAX's pytree order: sorted for a plain dict, insertion order for OrderedDict."""
+    if type(tree) is dict:
+        try:
+            return sorted(tree)
+        except TypeError:
+            pass
+    return list(tree)
 
 
 def _flatten_jax(tree: Any) -> list:

@@ -177,6 +177,27 @@ DEVIATIONS = (
         "computed in float32 and rounded once (correctly rounded, within 0.5 eps), the "
         "float32 rules in every dtype; parity compares these dtypes norm-wise",
         _PROOF + "test_half_precision_composites_are_correctly_rounded"),
+    Deviation(
+        "functional-call-unknown-key", ("func.functional_call",),
+        "torch.func.functional_call ignores a key that names no parameter or buffer (with "
+        "the default strict=False): a typo such as 'lin1.weigth' runs the model with its old "
+        "weights and no error",
+        "KeyError naming the unknown keys and the module's array names; missing keys are "
+        "still allowed unless strict=True",
+        _PROOF + "test_functional_call_unknown_key_raises"),
+    Deviation(
+        "jacobian-forward-mode-lists", ("autograd.functional.jacobian",
+                                        "autograd.functional.hessian"),
+        "with strategy='forward-mode' (outer_jacobian_strategy for hessian), tuple inputs or "
+        "outputs give lists (or lists of lists), although the docs and reverse mode give tuples",
+        "tuples in both modes, as documented; the values are the same",
+        _PROOF + "test_forward_mode_jacobian_structure_is_tuples"),
+    Deviation(
+        "vmap-chunks-unbatched-output", ("func.vmap",),
+        "torch.func.vmap with chunk_size smaller than the batch raises TypeError (torch.cat "
+        "with dim=None) when an output has out_dims=None",
+        "the unbatched output, as without chunk_size",
+        _PROOF + "test_chunked_vmap_with_an_unbatched_output"),
 )
 
 

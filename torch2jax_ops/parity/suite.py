@@ -53,8 +53,8 @@ def register(section: str) -> Callable:
 
 
 def _load() -> None:
-    from . import (cases_bridge, cases_composite, cases_scatter,  # noqa: F401  (register cases)
-                   cases_segment)
+    from . import (cases_autograd, cases_bridge, cases_composite,  # noqa: F401  (register cases)
+                   cases_scatter, cases_segment)
 
 
 def cases(section: Optional[str] = None, only: Optional[str] = None) -> list[Case]:
