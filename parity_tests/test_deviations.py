@@ -498,3 +498,17 @@ def test_chunked_vmap_with_an_unbatched_output():
     for w, o in zip(whole, ours):  # independent check: the unchunked torch result
         np.testing.assert_allclose(np.asarray(o), w.numpy(), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(ours[0]), (x * y).numpy(), rtol=1e-6)
+
+
+def test_jacobian_of_an_empty_output_is_empty():
+    from torch2jax_ops.autograd import functional
+
+    with pytest.raises(RuntimeError, match="non-empty TensorList"):
+        torch.autograd.functional.jacobian(lambda t: t * 2, torch.zeros(0))
+    reference = torch.func.jacrev(lambda t: t * 2)(torch.zeros(0))   # torch's other API
+    for strategy in ("reverse-mode", "forward-mode"):
+        ours = functional.jacobian(lambda t: t * 2, jnp.zeros(0), strategy=strategy)
+        assert ours.shape == tuple(reference.shape) == (0, 0)
+    ours = functional.jacobian(lambda t: (t[:0], t.sum()), jnp.ones(3))
+    assert ours[0].shape == (0, 3)
+    np.testing.assert_array_equal(np.asarray(ours[1]), np.ones(3))

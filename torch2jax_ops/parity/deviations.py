@@ -198,6 +198,12 @@ DEVIATIONS = (
         "with dim=None) when an output has out_dims=None",
         "the unbatched output, as without chunk_size",
         _PROOF + "test_chunked_vmap_with_an_unbatched_output"),
+    Deviation(
+        "jacobian-empty-output", ("autograd.functional.jacobian",),
+        "an output with no elements (reverse mode, the default) raises RuntimeError "
+        "'stack expects a non-empty TensorList'",
+        "the empty Jacobian of shape out.shape + in.shape, as torch.func.jacrev gives",
+        _PROOF + "test_jacobian_of_an_empty_output_is_empty"),
 )
 
 
