@@ -59,6 +59,11 @@ def name_of(dtype: Any) -> str:
     return np.dtype(dtype).name if text != "bfloat16" else "bfloat16"
 
 
+def is_array(x: Any) -> bool:
+    """A JAX array (tracers included) or a NumPy array: what the JAX-side APIs take as an array."""
+    return isinstance(x, (jax.Array, np.ndarray))
+
+
 def jax_dtype(name_or_dtype: Any) -> np.dtype:
     """The JAX (NumPy-style) dtype for a name or a torch dtype."""
     name = name_or_dtype if isinstance(name_or_dtype, str) else name_of(name_or_dtype)

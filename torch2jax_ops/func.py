@@ -29,6 +29,7 @@ from jax import lax
 from jax.experimental import checkify
 
 from . import dtypes
+from .dtypes import is_array
 from .dependence import dependencies
 from .nn.naming import leaf_name
 
@@ -43,9 +44,6 @@ Argnums = Union[int, tuple]
 def _name(func: Callable) -> str:
     return getattr(func, "__name__", type(func).__name__)
 
-
-def _is_array(x: Any) -> bool:
-    return isinstance(x, (jax.Array, np.ndarray))
 
 
 def _normalize_argnums(argnums: Any, nargs: int, api: str) -> Argnums:
@@ -184,7 +182,7 @@ def grad(func: Callable, argnums: Argnums = 0, has_aux: bool = False) -> Callabl
 
 
 def _scalar_output(out: Any, api: str) -> Any:
-    if not _is_array(out) and not isinstance(out, (int, float)):
+    if not is_array(out) and not isinstance(out, (int, float)):
         raise RuntimeError(f"{api}: expected f(*args) to return a scalar array, got "
                         f"{type(out).__name__}. Maybe you wanted to use the vjp or jacrev APIs?")
     if np.ndim(out) != 0:
@@ -328,7 +326,7 @@ def _jac(func: Callable, argnums: Argnums, has_aux: bool, mode: str, api: str,
                 out, aux = out
             flat, seen["tree"] = jax.tree_util.tree_flatten(out)
             for leaf in flat:
-                if not _is_array(leaf):
+                if not is_array(leaf):
                     raise TypeError(f"{api}: f(*args) must return arrays (or pytrees of them), "
                                     f"got a {type(leaf).__name__}")
             return (tuple(flat), aux) if has_aux else tuple(flat)
@@ -453,7 +451,7 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
         for i, (leaf, dim) in enumerate(zip(leaves, dims)):
             if dim is None:
                 continue
-            if not _is_array(leaf):
+            if not is_array(leaf):
                 raise ValueError(f"{api}: Got in_dim={dim} for an input but the input is of type "
                                  f"{type(leaf).__name__}. We cannot vmap over non-array "
                                  f"arguments, please use None as the respective in_dim")
@@ -493,7 +491,7 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             out = func(*jax.tree_util.tree_unflatten(spec, full), **kwargs)
             flat, out_tree["tree"] = jax.tree_util.tree_flatten(out)
             for leaf in flat:
-                if not _is_array(leaf):
+                if not is_array(leaf):
                     raise ValueError(f"vmap({_name(func)}, ...): `{_name(func)}` must only return "
                                      f"arrays, got type {type(leaf).__name__}.")
             return flat, out
@@ -563,7 +561,7 @@ def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = No
         params.update(d)
     flat, treedef = jax.tree_util.tree_flatten_with_path(module)
     names = [leaf_name(path) for path, _ in flat]
-    arrays = {n for (n, (_, leaf)) in zip(names, flat) if _is_array(leaf)}
+    arrays = {n for (n, (_, leaf)) in zip(names, flat) if is_array(leaf)}
     unknown = sorted(set(params) - arrays)
     if unknown:
         close = sorted(arrays)[:8]
@@ -578,7 +576,7 @@ def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = No
     new = []
     for name, (_, leaf) in zip(names, flat):
         value = params.get(name)
-        if tie_weights and _is_array(leaf):  # tied weights: the same array under several names
+        if tie_weights and is_array(leaf):  # tied weights: the same array under several names
             tied = [n for n, (_, other) in zip(names, flat) if other is leaf and n in params]
             if len({id(params[n]) for n in tied}) > 1:
                 raise ValueError(f"functional_call got multiple values for keys {tied}, which are "
@@ -674,7 +672,7 @@ def jacobian_trace(func: Callable, x: Any, *, key: Any, num_samples: int) -> Any
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"jacobian_trace: x must be a floating-point array, got {x.dtype}")
     out, pullback = jax.vjp(func, x)
-    if not _is_array(out) or out.shape != x.shape:
+    if not is_array(out) or out.shape != x.shape:
         raise ValueError(f"jacobian_trace: func(x) must have x's shape {tuple(x.shape)} (a square "
                          f"Jacobian), got {getattr(out, 'shape', type(out).__name__)}")
     probes = jax.random.rademacher(key, (num_samples,) + x.shape, dtype=x.dtype)

@@ -48,14 +48,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
+from ..dtypes import is_array
+
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
 _INTERNAL = ("needs_input_grad", "_saved", "_non_differentiable", "_materialize",
              "_saved_for_forward")
 
-
-def _is_array(x: Any) -> bool:
-    return isinstance(x, (jax.Array, np.ndarray))
 
 
 class _Opaque:
@@ -96,7 +95,7 @@ class FunctionCtx:
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep arrays (or None) for ``backward``, read back with ``ctx.saved_tensors``."""
         for i, t in enumerate(tensors):
-            if t is not None and not _is_array(t):
+            if t is not None and not is_array(t):
                 raise TypeError(f"save_for_backward can only save arrays or None, but argument {i} "
                                 f"is a {type(t).__name__}; keep other values as attributes "
                                 f"(ctx.name = value)")
@@ -126,8 +125,8 @@ class FunctionCtx:
         """(arrays, static) describing everything ``backward`` can read."""
         attrs = {k: v for k, v in vars(self).items() if k not in _INTERNAL}
         leaves, treedef = jax.tree_util.tree_flatten((self._saved, attrs))
-        arrays = [leaf for leaf in leaves if _is_array(leaf)]
-        where = [_is_array(leaf) for leaf in leaves]
+        arrays = [leaf for leaf in leaves if is_array(leaf)]
+        where = [is_array(leaf) for leaf in leaves]
         others = [None if w else leaf for leaf, w in zip(leaves, where)]
         return arrays, (treedef, where, others, self.needs_input_grad, self._materialize)
 
@@ -203,7 +202,7 @@ class Function:
         args = bound.args if new_style else bound.args[1:]
         kwargs = bound.kwargs
         args = tuple(jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
-        positions = [i for i, a in enumerate(args) if _is_array(a)]
+        positions = [i for i, a in enumerate(args) if is_array(a)]
         out_info: dict = {}
 
         def fill(values: tuple) -> tuple:
@@ -215,8 +214,8 @@ class Function:
         def split_outputs(out: Any, ctx: FunctionCtx) -> tuple:
             is_tuple = isinstance(out, tuple)
             items = out if is_tuple else (out,)
-            arrays = [o for o in items if _is_array(o)]
-            spec = (is_tuple, tuple(None if _is_array(o) else _Opaque(o) for o in items))
+            arrays = [o for o in items if is_array(o)]
+            spec = (is_tuple, tuple(None if is_array(o) else _Opaque(o) for o in items))
             if "spec" in out_info and len(out_info["spec"][1]) != len(spec[1]):
                 raise RuntimeError(f"{cls.__name__}.forward returned a different output "
                                    f"structure on a second trace")
@@ -284,7 +283,7 @@ def _input_cotangents(name: str, grads: Any, args: tuple, positions: list, res: 
                            f"(expected {len(args)}, got {len(grads)}): one per forward argument, "
                            f"None for those without a gradient")
     for i, (g, a) in enumerate(zip(grads, args)):
-        if g is not None and not _is_array(a):
+        if g is not None and not is_array(a):
             raise RuntimeError(f"function {name}Backward returned a gradient different than None "
                                f"at position {i + 1}, but the corresponding forward input was not "
                                f"an array (a {type(a).__name__})")
@@ -294,7 +293,7 @@ def _input_cotangents(name: str, grads: Any, args: tuple, positions: list, res: 
         if g is None or not jnp.issubdtype(a.dtype, jnp.inexact):
             out.append(None)
             continue
-        if not _is_array(g):
+        if not is_array(g):
             if isinstance(g, (int, float)):
                 g = jnp.full(a.shape, g, a.dtype)
             else:

@@ -34,13 +34,12 @@ import numpy as np
 from ..func import _check_floating, _float0_zeros, jacobian_blocks
 from ..dependence import dependencies
 
+from ..dtypes import is_array
+
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
 _STRATEGIES = ("forward-mode", "reverse-mode")
 
-
-def _is_array(x: Any) -> bool:
-    return isinstance(x, (jax.Array, np.ndarray))
 
 
 def _as_tuple(value: Any, arg_name: str, fn_name: str) -> tuple[bool, tuple]:
@@ -48,7 +47,7 @@ def _as_tuple(value: Any, arg_name: str, fn_name: str) -> tuple[bool, tuple]:
     is_tuple = isinstance(value, tuple)
     items = value if is_tuple else (value,)
     for i, item in enumerate(items):
-        if not _is_array(item):
+        if not is_array(item):
             where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
             hint = (" (a torch tensor: convert it with torch2jax_ops.to_jax)"
                     if type(item).__module__.startswith("torch") else "")
@@ -87,7 +86,7 @@ def _single_output(func: Callable, fn_name: str) -> Callable:
     """``func`` checked to return one one-element array, squeezed to a scalar (torch's hessian)."""
     def run(*xs):
         out = func(*xs)
-        if isinstance(out, tuple) or not _is_array(out):
+        if isinstance(out, tuple) or not is_array(out):
             raise RuntimeError(f"The function given to {fn_name} should return a single array")
         if np.size(out) != 1:
             raise RuntimeError(f"The array returned by the function given to {fn_name} should "

@@ -7,6 +7,8 @@ from typing import Any, Iterator
 import jax
 import numpy as np
 
+from ..dtypes import is_array
+
 __all__ = ["leaf_name", "named_arrays", "named_parameters", "state_dict"]
 
 
@@ -23,14 +25,11 @@ def leaf_name(path: tuple) -> str:
     return ".".join(parts)
 
 
-def _is_array(leaf: Any) -> bool:
-    return isinstance(leaf, (jax.Array, np.ndarray))
-
 
 def named_arrays(module: Any) -> Iterator[tuple[str, Any]]:
     """(name, array) for every array leaf of ``module``, in pytree order."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(module)[0]:
-        if _is_array(leaf):
+        if is_array(leaf):
             yield leaf_name(path), leaf
 
 
