@@ -498,7 +498,8 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
 
         xs = [leaves[i] for i in mapped]
         axes = [dims[i] for i in mapped]
-        if isinstance(out_dims, int) and not isinstance(out_dims, bool) and chunk_size is None:
+        whole = chunk_size is None or chunk_size >= batch
+        if isinstance(out_dims, int) and not isinstance(out_dims, bool) and whole:
             return jax.vmap(lambda *a: flat_fn(*a)[1], in_axes=axes, out_axes=out_dims)(*xs)
         # Outputs' structure first (abstractly), to spread out_dims over it.
         per_example = [jax.ShapeDtypeStruct(np.delete(np.shape(x), a).tolist(), x.dtype)
@@ -512,12 +513,13 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
         flat_out_dims = _prefix_flatten(spec_out, jax.tree_util.tree_unflatten(
             tree, [0] * tree.num_leaves), "out_dims", f"vmap({_name(func)}, ..., "
                                                       f"out_dims={out_dims})(<inputs>)")
-        # Validate (unbatched outputs for out_dims=None) on abstract values.
-        jax.eval_shape(jax.vmap(lambda *a: flat_fn(*a)[0], in_axes=axes,
-                                out_axes=flat_out_dims), *xs)
-        if chunk_size is None or chunk_size >= batch:
-            flat = jax.vmap(lambda *a: flat_fn(*a)[0], in_axes=axes, out_axes=flat_out_dims)(*xs)
+        batched = jax.vmap(lambda *a: flat_fn(*a)[0], in_axes=axes, out_axes=flat_out_dims)
+        if whole:
+            flat = batched(*xs)
         else:
+            # lax.map stacks every output: first check (abstractly) that the ones with
+            # out_dims=None really are unbatched, as jax.vmap does on the whole path
+            jax.eval_shape(batched, *xs)
             front = [jnp.moveaxis(x, a, 0) for x, a in zip(xs, axes)]
             stacked = lax.map(lambda t: flat_fn(*t)[0], tuple(front), batch_size=chunk_size)
             flat = [s[0] if d is None else jnp.moveaxis(s, 0, d % s.ndim)

@@ -82,17 +82,19 @@ def _tupled(func: Callable, fn_name: str, record: dict) -> Callable:
     return run
 
 
+def _squeezed(out: Any, fn_name: str) -> Any:
+    """``out`` checked to be one one-element array, squeezed to a scalar (torch's hessian)."""
+    if isinstance(out, tuple) or not is_array(out):
+        raise RuntimeError(f"The function given to {fn_name} should return a single array")
+    if np.size(out) != 1:
+        raise RuntimeError(f"The array returned by the function given to {fn_name} should "
+                           f"contain a single element (got shape {tuple(np.shape(out))})")
+    return jnp.reshape(out, ())
+
+
 def _single_output(func: Callable, fn_name: str) -> Callable:
-    """``func`` checked to return one one-element array, squeezed to a scalar (torch's hessian)."""
-    def run(*xs):
-        out = func(*xs)
-        if isinstance(out, tuple) or not is_array(out):
-            raise RuntimeError(f"The function given to {fn_name} should return a single array")
-        if np.size(out) != 1:
-            raise RuntimeError(f"The array returned by the function given to {fn_name} should "
-                               f"contain a single element (got shape {tuple(np.shape(out))})")
-        return jnp.reshape(out, ())
-    return run
+    """``func`` returning its one-element output squeezed to a scalar."""
+    return lambda *xs: _squeezed(func(*xs), fn_name)
 
 
 def _check_v(v: Optional[Any], refs: tuple, refs_are_tuple: bool, fn_name: str,
@@ -276,26 +278,32 @@ def _second_order(func: Callable, inputs: Any, v: Any, strict: bool, create_grap
                   fn_name: str, product: Callable):
     is_in_tuple, xs = _inputs(inputs, fn_name)
     v = _check_v(v, xs, is_in_tuple, fn_name, "input to the user-provided function")
-    record: dict = {}
-    f = _tupled(func, fn_name, record)
-    outs = f(*xs)
-    if record["is_tuple"] or len(outs) != 1:
-        raise RuntimeError(f"The function given to {fn_name} should return a single array")
-    scalar = _single_output(func, fn_name)
-    grad_fn = jax.grad(scalar, tuple(range(len(xs))))
+
+    def scalar_and_out(*a):  # func's own output rides along as aux: func runs once
+        out = func(*a)
+        return _squeezed(out, fn_name), out
+
+    grad_and_out = jax.grad(scalar_and_out, tuple(range(len(xs))), has_aux=True)
     if strict:
-        _strict_outputs(dependencies(f, *xs))
+        grad_fn = lambda *a: grad_and_out(*a)[0]  # noqa: E731
+        _strict_outputs(dependencies(lambda *a: (func(*a),), *xs))
         _strict_inputs(_strict_jacobian_depends(grad_fn, xs), len(xs), "jacobian")
         if create_graph:
-            _strict_create_graph(lambda *a: product(grad_fn, a, v), xs, "hessian")
-    return _unpack(outs, False), _unpack(tuple(product(grad_fn, xs, v)), is_in_tuple)
+            _strict_create_graph(lambda *a: product(grad_and_out, a, v)[0], xs, "hessian")
+    result, out = product(grad_and_out, xs, v)
+    return out, _unpack(tuple(result), is_in_tuple)
+
+
+def _vjp_with_aux(g: Callable, xs: tuple, v: tuple) -> tuple:
+    _, pullback, aux = jax.vjp(g, *xs, has_aux=True)
+    return pullback(v), aux
 
 
 def vhp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
         strict: bool = False):
     """``v^T H`` of a scalar ``func``: ``(func_output, vhp)`` (reverse over reverse)."""
     return _second_order(func, inputs, v, strict, create_graph, "vhp",
-                         lambda g, xs, v: jax.vjp(g, *xs)[1](v))
+                         lambda g, xs, v: _vjp_with_aux(g, xs, v))
 
 
 def hvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
@@ -306,4 +314,4 @@ def hvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
     unlike torch's (double-backward), it costs about what ``vhp`` costs.
     """
     return _second_order(func, inputs, v, strict, create_graph, "hvp",
-                         lambda g, xs, v: jax.jvp(g, xs, v)[1])
+                         lambda g, xs, v: jax.jvp(g, xs, v, has_aux=True)[1:])
