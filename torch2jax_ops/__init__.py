@@ -10,7 +10,7 @@ The derivative APIs mirror torch's layout: ``torch2jax_ops.autograd``
 (``grad``, ``vmap``, ``jacrev`` ..., ``nth_grad``, ``jacobian_trace``);
 ``torch2jax_ops.nn`` names module arrays as torch's ``state_dict`` does.
 """
-from . import autograd, bridge, dlpack, func, nn, tree
+from . import autograd, bridge, dlpack, func, geometric, nn, tree
 from .bridge import as_jax, as_torch
 from .checking import checked
 from .dlpack import shares_memory, to_jax, to_torch, tree_to_jax, tree_to_torch

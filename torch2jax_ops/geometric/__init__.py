@@ -1,0 +1,31 @@
+"""torch_geometric on JAX: PyG's graph utilities with its signatures and numerics.
+
+* edges and messages: ``edge_index [2, E]``, messages flow
+  ``edge_index[0] -> edge_index[1]`` (PyG's ``source_to_target``);
+* utilities: :func:`degree`, :func:`softmax`, :func:`add_self_loops`,
+  :func:`add_remaining_self_loops`, :func:`remove_self_loops`, :func:`gcn_norm`,
+  :func:`to_dense_batch`, and the pools :func:`global_add_pool`,
+  :func:`global_mean_pool`, :func:`global_max_pool`;
+* jit: sizes PyG reads off the data (``num_nodes``, ``size``, ``batch_size``,
+  ``max_num_nodes``) are Python ints here, and the ops whose output shape
+  depends on the data have ``*_static`` versions that route deleted edges to
+  the dropped node id ``num_nodes``;
+* padding (:mod:`.padding`): :func:`pad_graph`, :class:`BucketLadder`,
+  :func:`pad_to_bucket`, so a stream of graphs compiles a few times;
+* layers: :mod:`torch2jax_ops.geometric.nn`.
+"""
+from .dense import to_dense_batch
+from .loops import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
+                    remove_self_loops, remove_self_loops_static)
+from .norm import degree, gcn_norm, gcn_norm_static
+from .padding import BucketLadder, PaddedGraph, pad_graph, pad_to_bucket
+from .pool import global_add_pool, global_max_pool, global_mean_pool
+from .softmax import softmax
+
+__all__ = [
+    "degree", "softmax", "gcn_norm", "gcn_norm_static",
+    "add_self_loops", "add_remaining_self_loops", "add_remaining_self_loops_static",
+    "remove_self_loops", "remove_self_loops_static", "to_dense_batch",
+    "global_add_pool", "global_mean_pool", "global_max_pool",
+    "PaddedGraph", "BucketLadder", "pad_graph", "pad_to_bucket",
+]

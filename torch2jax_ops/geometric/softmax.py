@@ -1,0 +1,63 @@
+"""PyG's ``utils.softmax``: a softmax over the entries that share an index (or a CSR segment)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..torch_scatter.core import as_array, csr_ids, is_traced, normalize_dim
+from .message_passing import check_ids, gather, node_count, valid
+
+__all__ = ["softmax", "segment_softmax"]
+
+
+def softmax(src, index=None, ptr=None, num_nodes: Optional[int] = None, dim: int = 0):
+    """``softmax(src, index, ptr=None, num_nodes=None, dim=0)`` as in PyG.
+
+    Groups ``src`` along ``dim`` by ``index`` (``[src.shape[dim]]``, ids in
+    ``[0, num_nodes)``) or by a CSR pointer ``ptr`` (``[G + 1]``, from 0 to
+    ``src.shape[dim]``); each group is normalised to sum to 1:
+    ``exp(src - max) / (sum exp(src - max) + 1e-16)``, with the group maximum
+    taken without gradient, as PyG does. Entries routed to the dropped id
+    ``num_nodes`` get 0. Under jit ``num_nodes`` must be given with ``index``.
+    """
+    fn = "softmax"
+    src = as_array(src, "src", fn)
+    if not jnp.issubdtype(src.dtype, jnp.floating):
+        raise TypeError(f"{fn}: `src` must be floating point, got {src.dtype}")
+    dim = normalize_dim(dim, src.ndim, fn)
+    length = src.shape[dim]
+    if ptr is not None:
+        ptr = as_array(ptr, "ptr", fn)
+        if ptr.ndim != 1 or ptr.shape[0] < 1:
+            raise ValueError(f"{fn}: `ptr` must be 1-D with G + 1 entries, got {tuple(ptr.shape)}")
+        if not is_traced(ptr):
+            p = np.asarray(ptr)
+            if p[0] != 0 or p[-1] != length or (np.diff(p) < 0).any():
+                raise ValueError(f"{fn}: `ptr` must rise from 0 to src.shape[{dim}]={length}, "
+                                 f"got {p.tolist() if p.size <= 12 else p}")
+        n = ptr.shape[0] - 1
+        index = csr_ids(ptr, length)
+    elif index is not None:
+        index = as_array(index, "index", fn)
+        if index.shape != (length,) or not jnp.issubdtype(index.dtype, jnp.integer):
+            raise ValueError(f"{fn}: `index` must be a 1-D integer array of length "
+                             f"src.shape[{dim}]={length}, got shape {tuple(index.shape)}, "
+                             f"dtype {index.dtype}")
+        n = node_count(num_nodes, index, fn, index_name="index")
+        check_ids(index, n, fn, "index")
+    else:
+        raise ValueError(f"{fn}: pass `index` (the group of each entry) or `ptr` (CSR offsets)")
+    return jnp.moveaxis(segment_softmax(jnp.moveaxis(src, dim, 0), index, n), 0, dim)
+
+
+def segment_softmax(rows: jax.Array, index: jax.Array, n: int) -> jax.Array:
+    """:func:`softmax` along axis 0 on checked arguments; ids outside ``[0, n)`` give 0."""
+    keep = valid(index, n).reshape((-1,) + (1,) * (rows.ndim - 1))
+    rows = jnp.where(keep, rows, 0)  # dropped entries: no inf/NaN, no gradient
+    top = jax.ops.segment_max(jax.lax.stop_gradient(rows), index, n)
+    e = jnp.exp(rows - gather(top, index))
+    total = jax.ops.segment_sum(e, index, n) + 1e-16
+    return jnp.where(keep, e / gather(total, index), 0).astype(rows.dtype)

@@ -1,0 +1,188 @@
+"""JAX versions of the torch.nn building blocks PyG models use, as equinox modules.
+
+Each module's arrays carry the names torch gives them (``weight``, ``bias``,
+``running_mean`` ...), so :func:`torch2jax_ops.nn.state_dict` of a port has the
+torch module's ``state_dict`` keys. Every module computes what its torch
+counterpart computes in ``eval()`` mode. Shapes follow torch: features last,
+``[*, in_features]`` -> ``[*, out_features]``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+__all__ = ["Linear", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
+           "Sequential", "ModuleList", "ACTIVATIONS"]
+
+
+class Linear(eqx.Module):
+    """``torch.nn.Linear``: ``x [*, in] -> x @ weight.T + bias [*, out]``; ``weight [out, in]``."""
+    weight: jax.Array
+    bias: Optional[jax.Array] = None
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = x @ self.weight.T
+        return y if self.bias is None else y + self.bias
+
+
+class Identity(eqx.Module):
+    """``torch.nn.Identity``."""
+
+    def __call__(self, x: jax.Array, *args: Any, **kwargs: Any) -> jax.Array:
+        return x
+
+
+def _gelu(x, approximate="none"):
+    return jax.nn.gelu(x, approximate=approximate == "tanh")
+
+
+#: torch activation class name -> (function, the constructor arguments it takes)
+ACTIVATIONS: dict[str, tuple[Callable, tuple]] = {
+    "ReLU": (jax.nn.relu, ()),
+    "LeakyReLU": (lambda x, negative_slope=0.01: jax.nn.leaky_relu(x, negative_slope),
+                  ("negative_slope",)),
+    "ELU": (lambda x, alpha=1.0: jax.nn.elu(x, alpha), ("alpha",)),
+    "GELU": (_gelu, ("approximate",)),
+    "SiLU": (jax.nn.silu, ()),
+    "Tanh": (jnp.tanh, ()),
+    "Sigmoid": (jax.nn.sigmoid, ()),
+    "Softplus": (lambda x, beta=1.0, threshold=20.0: jnp.where(
+        x * beta > threshold, x, jax.nn.softplus(x * beta) / beta), ("beta", "threshold")),
+}
+
+
+class Activation(eqx.Module):
+    """An elementwise torch activation (``ReLU``, ``LeakyReLU``, ``ELU``, ``GELU``, ...).
+
+    ``Activation("LeakyReLU", negative_slope=0.2)`` is ``torch.nn.LeakyReLU(0.2)``.
+    """
+    name: str = eqx.field(static=True)
+    options: tuple = eqx.field(static=True, default=())
+
+    def __init__(self, name: str, **options: Any):
+        if name not in ACTIVATIONS:
+            raise ValueError(f"Activation: unknown activation {name!r}; supported: "
+                             f"{sorted(ACTIVATIONS)}")
+        allowed = ACTIVATIONS[name][1]
+        extra = sorted(set(options) - set(allowed))
+        if extra:
+            raise TypeError(f"Activation({name!r}): unexpected options {extra}; it takes {allowed}")
+        self.name = name
+        self.options = tuple(sorted(options.items()))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return ACTIVATIONS[self.name][0](x, **dict(self.options))
+
+
+class Dropout(eqx.Module):
+    """``torch.nn.Dropout`` in eval mode: the identity (``p`` is kept for reference)."""
+    p: float = eqx.field(static=True, default=0.5)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x
+
+
+class LayerNorm(eqx.Module):
+    """``torch.nn.LayerNorm``: normalise over the last ``len(normalized_shape)`` axes.
+
+    ``(x - mean) / sqrt(var + eps) * weight + bias`` with the biased variance.
+    """
+    normalized_shape: tuple = eqx.field(static=True)
+    eps: float = eqx.field(static=True)
+    weight: Optional[jax.Array] = None
+    bias: Optional[jax.Array] = None
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        axes = tuple(range(x.ndim - len(self.normalized_shape), x.ndim))
+        mean = jnp.mean(x, axis=axes, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+        y = (x - mean) * jax.lax.rsqrt(var + self.eps)
+        if self.weight is not None:
+            y = y * self.weight
+        if self.bias is not None:
+            y = y + self.bias
+        return y
+
+
+class BatchNorm1d(eqx.Module):
+    """``torch.nn.BatchNorm1d`` in eval mode: ``x [N, C]`` or ``[N, C, L]``.
+
+    ``(x - running_mean) / sqrt(running_var + eps) * weight + bias``. The running
+    statistics are buffers: no gradient flows into them. Without running
+    statistics (``track_running_stats=False``) the batch's own (biased) statistics
+    are used, as torch does in eval mode then.
+    """
+    eps: float = eqx.field(static=True)
+    weight: Optional[jax.Array] = None
+    bias: Optional[jax.Array] = None
+    running_mean: Optional[jax.Array] = None
+    running_var: Optional[jax.Array] = None
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if x.ndim not in (2, 3):
+            raise ValueError(f"BatchNorm1d: expected a 2-D [N, C] or 3-D [N, C, L] input, got "
+                             f"shape {tuple(x.shape)}")
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        if self.running_mean is None:
+            axes = (0,) if x.ndim == 2 else (0, 2)
+            mean = jnp.mean(x, axis=axes, keepdims=True)
+            var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+        else:
+            mean = jax.lax.stop_gradient(self.running_mean).reshape(shape)
+            var = jax.lax.stop_gradient(self.running_var).reshape(shape)
+        y = (x - mean) * jax.lax.rsqrt(var + self.eps)
+        if self.weight is not None:
+            y = y * self.weight.reshape(shape)
+        if self.bias is not None:
+            y = y + self.bias.reshape(shape)
+        return y
+
+
+class _Indexed:
+    """A tuple of modules whose pytree keys are bare positions, as torch names them.
+
+    torch calls the first layer of a Sequential / ModuleList ``"0"``, not
+    ``"layers.0"``: the children's key paths here are ``[0]``, ``[1]`` ...
+    """
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Any):
+        self._items = tuple(items)
+
+    def __getitem__(self, i: int) -> Any:
+        return self._items[i]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(type(m).__name__ for m in self._items)
+        return f"{type(self).__name__}({inner})"
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        jax.tree_util.register_pytree_with_keys(
+            cls,
+            lambda m: (tuple((jax.tree_util.SequenceKey(i), c) for i, c in enumerate(m._items)),
+                       None),
+            lambda _, children: cls(children),
+            flatten_func=lambda m: (m._items, None))
+
+
+class Sequential(_Indexed):
+    """``torch.nn.Sequential``: the layers applied in order; ``seq[i]`` is torch's ``i``."""
+
+    def __call__(self, x: Any) -> Any:
+        for layer in self._items:
+            x = layer(x)
+        return x
+
+
+class ModuleList(_Indexed):
+    """``torch.nn.ModuleList``: a container of modules; ``modules[i]`` is torch's ``i``."""
