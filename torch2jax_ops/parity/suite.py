@@ -54,7 +54,7 @@ def register(section: str) -> Callable:
 
 def _load() -> None:
     from . import (cases_autograd, cases_bridge, cases_composite,  # noqa: F401  (register cases)
-                   cases_scatter, cases_segment)
+                   cases_geometric, cases_scatter, cases_segment)
 
 
 def cases(section: Optional[str] = None, only: Optional[str] = None) -> list[Case]:
