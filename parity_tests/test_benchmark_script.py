@@ -10,7 +10,8 @@ def test_benchmark_script_writes_a_table(tmp_path):
     out, png = tmp_path / "RESULTS.md", tmp_path / "scaling.png"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--edges", "2000",
                     "--features", "4", "--nodes", "50", "--repeat", "1", "--out", str(out),
-                    "--plot", str(png), "--sweep", "200,400", "--exchange-bytes", "1048576"],
+                    "--plot", str(png), "--sweep", "200,400", "--exchange-bytes", "1048576",
+                    "--model-nodes", "300", "--model-edges", "1500"],
                    check=True, capture_output=True, text=True, timeout=600)
     text = out.read_text()
     for op in ("sum", "mean", "max", "mul"):
@@ -20,4 +21,5 @@ def test_benchmark_script_writes_a_table(tmp_path):
         assert f"| {op} |" in text
     assert "| 400 | softmax |" in text and "![time vs E](scaling.png)" in text
     assert png.read_bytes().startswith(b"\x89PNG")
+    assert "| GCN | " in text and "| GAT | " in text
     assert "| to_jax | " in text and "| to_torch | " in text and "| as_torch(f) + backward |" in text
