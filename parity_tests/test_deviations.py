@@ -512,3 +512,20 @@ def test_jacobian_of_an_empty_output_is_empty():
     ours = functional.jacobian(lambda t: (t[:0], t.sum()), jnp.ones(3))
     assert ours[0].shape == (0, 3)
     np.testing.assert_array_equal(np.asarray(ours[1]), np.ones(3))
+
+
+def test_to_dense_batch_rejects_an_unsorted_batch():
+    import torch_geometric.utils as U
+
+    from torch2jax_ops import geometric
+
+    x, batch = torch.arange(1.0, 7.0).view(6, 1), torch.tensor([1, 0, 0, 1, 1, 1])
+    theirs, mask = U.to_dense_batch(x, batch)
+    assert 1.0 not in theirs.flatten().tolist()      # node 0 (value 1, graph 1) is gone
+    assert int(mask.sum()) == 5                      # 6 nodes in, 5 out, no error
+    with pytest.raises(ValueError, match="sorted"):
+        geometric.to_dense_batch(jnp.arange(6.0).reshape(6, 1), jnp.array([1, 0, 0, 1, 1, 1]))
+    checked = t2j.checked(jax.jit(lambda x, b: geometric.to_dense_batch(
+        x, b, max_num_nodes=4, batch_size=2)))
+    with pytest.raises(Exception, match="sorted"):
+        checked(jnp.arange(6.0).reshape(6, 1), jnp.array([1, 0, 0, 1, 1, 1]))

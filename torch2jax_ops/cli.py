@@ -73,7 +73,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parity.add_argument("--report", metavar="DIR", help="write report.md and report.json here")
     parity.add_argument("--only", metavar="PATTERN",
                         help="run the cases whose id contains PATTERN (or matches it as a glob)")
-    parity.add_argument("--section", help="run one section of the suite (scatter, segment, composite, bridge, autograd)")
+    parity.add_argument("--section", help="run one section of the suite (scatter, segment, composite, bridge, autograd, geometric, models)")
     parity.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     return _parity(args)

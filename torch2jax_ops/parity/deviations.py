@@ -204,6 +204,13 @@ DEVIATIONS = (
         "'stack expects a non-empty TensorList'",
         "the empty Jacobian of shape out.shape + in.shape, as torch.func.jacrev gives",
         _PROOF + "test_jacobian_of_an_empty_output_is_empty"),
+    Deviation(
+        "to-dense-batch-unsorted", ("geometric.to_dense_batch",),
+        "torch_geometric.utils.to_dense_batch with an unsorted `batch` silently drops and "
+        "misplaces nodes (it assumes each graph's nodes are contiguous)",
+        "ValueError on a concrete unsorted batch; under jit the order is checked through "
+        "torch2jax_ops.checked",
+        _PROOF + "test_to_dense_batch_rejects_an_unsorted_batch"),
 )
 
 
