@@ -13,7 +13,6 @@ from typing import Any, Callable, Iterable, Optional
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .. import dtypes
@@ -88,9 +87,6 @@ def _utility_pairs() -> dict:
     from torch_geometric.nn.conv.gcn_conv import gcn_norm as t_gcn_norm
 
     from .. import geometric as G
-
-    def as_float(pair_fn):  # integer outputs (edge_index) are compared exactly, floats as usual
-        return pair_fn
 
     return {
         "degree": (lambda x, ei, w, ea, n: U.degree(ei[1], n, dtype=x.dtype),

@@ -1,7 +1,7 @@
 """from_torch converters for PyG's layers, and reading PyG state dicts of older versions."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import jax.numpy as jnp
 

@@ -1,7 +1,7 @@
 """PyG's ``GATConv`` (graph attention, Velickovic et al.) as an equinox module."""
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 import equinox as eqx
 import jax
