@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import jax.numpy as jnp
-
 from ...nn.convert import Converter, register_converter
 from ...nn.layers import Linear
 from .conv import GCNConv, GINConv, GINEConv, GraphConv, SAGEConv
@@ -17,15 +15,11 @@ _PYG = "torch_geometric.nn"
 
 
 def state_arrays(state: dict, copy: Optional[bool] = None, renames: Optional[dict] = None) -> dict:
-    """A state dict's tensors as JAX arrays (over DLPack), old key names translated."""
-    from ...dlpack import to_jax
+    """A state dict's tensors as JAX arrays (:func:`tree_to_jax`), old key names translated."""
+    from ...dlpack import tree_to_jax
 
-    out = {}
-    for key, value in state.items():
-        key = (renames or {}).get(key, key)
-        out[key] = value if not hasattr(value, "__dlpack__") or isinstance(value, jnp.ndarray) \
-            else to_jax(value, copy=copy)
-    return out
+    renames = renames or {}
+    return tree_to_jax({renames.get(key, key): value for key, value in state.items()}, copy=copy)
 
 
 def gcn_from_state_dict(state: dict, *, improved: bool = False, add_self_loops: bool = True,
