@@ -1,10 +1,12 @@
 """The ``torch2jax-ops`` command line (also ``python -m torch2jax_ops``).
 
-    torch2jax-ops parity [--report DIR] [--only PATTERN] [--section NAME] [--quiet]
+    torch2jax-ops parity [--report DIR] [--only PATTERN] [--section NAME]
+                         [--x64 | --no-x64] [--quiet]
 
-runs the parity suite against the installed torch / torch_scatter, prints a
-table per op and dtype plus the documented deviations, writes report.md and
-report.json to DIR, and exits 1 when any case fails.
+runs the parity suite against the installed torch / torch_scatter /
+torch_geometric, prints a table per op and dtype plus the documented
+deviations, writes report.md, report.json, heatmap.png and a self-contained
+report.html to DIR, and exits 1 when any case fails (2 when nothing matches).
 """
 from __future__ import annotations
 
@@ -27,9 +29,14 @@ def _parity(args: argparse.Namespace) -> int:
         return 2
 
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    cases = suite.cases(args.section, args.only)
+    try:
+        cases = suite.cases(args.section, args.only, args.x64)
+    except ValueError as exc:
+        console.print(str(exc))
+        return 2
     if not cases:
-        console.print(f"no parity case matches --only {args.only!r}")
+        console.print(f"no parity case matches --only {args.only!r}, --section {args.section!r}, "
+                      f"--x64 {args.x64!r}")
         return 2
     with Progress(TextColumn("[bold]parity"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
@@ -60,7 +67,7 @@ def _parity(args: argparse.Namespace) -> int:
         console.print(f"\n[red]FAILED {f['case']}[/red]\n{f['error'] or f['detail']}")
     if args.report:
         paths = report.write_report(rows, args.report)
-        console.print(f"\nreport written: {paths['markdown']}, {paths['json']}")
+        console.print("\nreport written: " + ", ".join(paths.values()))
     total = sum(r["cases"] for r in rows)
     console.print(f"\n{total - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
@@ -70,10 +77,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="torch2jax-ops", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     parity = commands.add_parser("parity", help="compare every op with the real torch libraries")
-    parity.add_argument("--report", metavar="DIR", help="write report.md and report.json here")
+    parity.add_argument("--report", metavar="DIR",
+                        help="write report.md, report.json, heatmap.png and report.html here")
     parity.add_argument("--only", metavar="PATTERN",
                         help="run the cases whose id contains PATTERN (or matches it as a glob)")
     parity.add_argument("--section", help="run one section of the suite (scatter, segment, composite, bridge, autograd, geometric, models)")
+    parity.add_argument("--x64", action=argparse.BooleanOptionalAction, default=None,
+                        help="--x64: only the cases run in JAX's 64-bit mode (float64, int64); "
+                             "--no-x64: only the others (default: both)")
     parity.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     return _parity(args)

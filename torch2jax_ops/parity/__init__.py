@@ -8,6 +8,8 @@ Needs torch installed (``pip install torch2jax_ops[parity]``)::
 """
 from .compare import LeafResult, ParityError, ParityResult, assert_parity, compare, compare_arrays
 from .deviations import DEVIATIONS, Deviation
+from .modules import assert_modules_parity, compare_modules
 
-__all__ = ["compare", "assert_parity", "compare_arrays", "ParityResult", "LeafResult",
+__all__ = ["compare", "assert_parity", "compare_modules", "assert_modules_parity",
+           "compare_arrays", "ParityResult", "LeafResult",
            "ParityError", "DEVIATIONS", "Deviation"]

@@ -3,9 +3,9 @@
 Graphs are offline and seeded: PyG's KarateClub (inline data), FakeDataset
 with a fixed seed, networkx generators, and hand-made edge cases (no edges,
 isolated nodes, existing self-loops, repeated edges). Layers and models are
-compared through ``functional_call`` on both sides with the PyG module's own
-``named_parameters()``, so each gradient is checked under its parameter name
-(``grad[0]['conv1.lin.weight']``) next to the gradient w.r.t. ``x``.
+compared by :func:`~torch2jax_ops.parity.compare_modules` (the torch module vs
+its ``from_torch`` port), so each gradient is checked under its parameter name
+(``grad conv1.lin.weight``) next to the gradients w.r.t. the inputs.
 """
 from __future__ import annotations
 
@@ -207,28 +207,6 @@ def _perturbed(module, seed: int):
     return module.eval()
 
 
-def module_pair(module, dtype: str) -> tuple[Callable, Callable, dict]:
-    """(torch fn, JAX fn, params) calling ``module`` and its port with parameters by name."""
-    import torch
-    from torch.func import functional_call as torch_call
-
-    from .. import func
-    from ..nn import from_torch
-
-    module = module.to(dtypes.torch_dtype(dtype))
-    port = from_torch(module, copy=True)
-    params = {k: v.detach().clone() for k, v in module.named_parameters()}
-
-    def theirs(p, *args):
-        return torch_call(module, p, args)
-
-    @jax.jit
-    def ours(p, *args):
-        return func.functional_call(port, p, args)
-
-    return theirs, ours, params
-
-
 def _layer_inputs(g: dict, extra: Optional[str], features: int) -> tuple:
     if extra is None:
         return ()
@@ -247,13 +225,15 @@ def layer_cases() -> Iterable[Case]:
         for dtype in WIDE:
             for name in ("karate", "fake", "loops-and-repeats", "no-edges"):
                 def build(label=label, dtype=dtype, name=name):
+                    from ..nn import from_torch
+
                     make, extra = _layers()[label]
                     torch.manual_seed(0)
                     g = graph(name, dtype)
-                    layer = _perturbed(make(6, 3), 1)
-                    theirs, ours, params = module_pair(layer, dtype)
-                    args = (params, g["x"], g["edge_index"]) + _layer_inputs(g, extra, 6)
-                    return theirs, ours, args, {}, {}  # grads: parameters, x, edge values
+                    layer = _perturbed(make(6, 3), 1).to(dtypes.torch_dtype(dtype))
+                    args = (g["x"], g["edge_index"]) + _layer_inputs(g, extra, 6)
+                    # modules: compare_modules (grads: parameters by name, x, edge values)
+                    return layer, from_torch(layer, copy=True), args, {}, {}
                 yield Case("models", label.split("-")[0], dtype, f"{label}/{name}", build)
 
 
@@ -375,30 +355,16 @@ def model_cases() -> Iterable[Case]:
     for kind, (name, shape, inputs) in setups.items():
         for dtype in WIDE:
             def build(kind=kind, name=name, shape=shape, inputs=inputs, dtype=dtype):
-                from torch.func import functional_call as torch_call
-
-                from .. import func
-
                 torch.manual_seed(0)
                 model = _perturbed(torch_models()[kind](*shape), 2).to(dtypes.torch_dtype(dtype))
-                ported = port(model)
                 g = graph(name, dtype)
                 extra = (int(g["batch"].max()) + 1,) if kind == "GIN" else ()
-                params = {k: v.detach().clone() for k, v in model.named_parameters()}
-
-                def theirs(p, *args):
-                    return torch_call(model, p, args + extra)
-
-                @jax.jit
-                def ours(p, *args):
-                    return func.functional_call(ported, p, args + extra)
-
-                args = (params, g["x"]) + tuple(g[k] for k in inputs)
-                options = {"grad_wrt": (0, 1)}
+                args = (g["x"],) + tuple(g[k] for k in inputs) + extra
+                options = {}
                 if kind == "GIN" and dtype == "float32":
                     # 3 sum-aggregations + sum pooling: gradients are sums of large terms whose
                     # float32 rounding cancels unevenly element by element (float64 is exact
                     # to 1e-7 elementwise), so float32 compares them norm-wise.
                     options["normwise"] = True
-                return theirs, ours, args, {}, options
+                return model, port(model), args, {}, options
             yield Case("models", kind, dtype, f"model/{name}", build)

@@ -78,6 +78,13 @@ class ParityResult:
     def failures(self) -> list:
         return [leaf for leaf in self.leaves if not leaf.passed]
 
+    def __getitem__(self, path: str) -> LeafResult:
+        """The leaf of that path: ``result["output"]``, ``result["grad conv1.lin.weight"]``."""
+        for leaf in self.leaves:
+            if leaf.path == path:
+                return leaf
+        raise KeyError(f"no leaf {path!r}; the leaves are {[leaf.path for leaf in self.leaves]}")
+
     def to_dict(self) -> dict:
         return {"name": self.name, "passed": self.passed,
                 "leaves": [leaf.to_dict() for leaf in self.leaves]}
@@ -267,6 +274,7 @@ def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
 
     label = name or f"{getattr(torch_fn, '__name__', 'torch_fn')} vs " \
                     f"{getattr(jax_fn, '__name__', 'jax_fn')}"
+    _check_inputs(label, args, kwargs)
     arg_tensors = _tensor_paths(list(args))
     positions = set(range(len(args))) if grad_wrt is None else set(grad_wrt)
     wrt = [(p, t) for p, t in arg_tensors
@@ -294,6 +302,11 @@ def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
 
     jax_out = run_jax(*wrt_values)
     jax_flat = _flatten_jax(jax_out)
+    for path, leaf in jax.tree_util.tree_flatten_with_path(jax_out)[0]:
+        if not isinstance(leaf, (jax.Array, np.ndarray, np.generic)):
+            raise ParityError(f"{label}: jax output{jax.tree_util.keystr(path)} is a "
+                              f"{type(leaf).__name__}, not an array; return arrays "
+                              f"(or trees of them)")
     if len(jax_flat) != len(torch_flat):
         raise ParityError(
             f"{label}: output structures differ: torch returned {len(torch_flat)} tensor(s) "
@@ -303,10 +316,31 @@ def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
     results = [compare_arrays(t, a, f"output{p}", "output", rtol, atol, normwise)
                for (p, t), a in zip(torch_flat, jax_flat)]
 
-    if wrt:
+    mismatched = [r for r, a in zip(results, jax_flat) if tuple(r.shape) != tuple(np.shape(a))]
+    if mismatched:  # a cotangent of torch's shape cannot enter JAX's VJP
+        for r in mismatched:
+            r.message += "; gradients not compared"
+    elif wrt:
         results += _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves,
                                   seed, rtol, atol, torch, normwise)
     return ParityResult(label, results)
+
+
+def _check_inputs(label: str, args: tuple, kwargs: dict) -> None:
+    """Inputs are torch tensors (the JAX side gets converted copies), never arrays."""
+    def walk(tree, path):
+        if isinstance(tree, (np.ndarray, jax.Array)):
+            raise ParityError(
+                f"{label}: {path} is a {type(tree).__name__}; compare takes the torch inputs "
+                f"and hands JAX the same values itself: pass torch.as_tensor(...) instead")
+        if isinstance(tree, dict):
+            for k, v in tree.items():
+                walk(v, f"{path}[{k!r}]")
+        elif isinstance(tree, (tuple, list)):
+            for i, v in enumerate(tree):
+                walk(v, f"{path}[{i}]")
+    walk(list(args), "args")
+    walk(dict(kwargs), "kwargs")
 
 
 def _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves, seed, rtol, atol,

@@ -12,13 +12,18 @@ from typing import Any, Callable, Iterable, Optional
 
 from .. import dtypes
 from .compare import ParityResult, compare
+from .modules import compare_modules
 
 __all__ = ["Case", "register", "cases", "run_case", "SECTIONS"]
 
 
 @dataclasses.dataclass
 class Case:
-    """One comparison: ``build()`` returns (torch_fn, jax_fn, args, kwargs, options)."""
+    """One comparison: ``build()`` returns (torch_fn, jax_fn, args, kwargs, options).
+
+    ``torch_fn`` may be a ``torch.nn.Module`` and ``jax_fn`` its port: then the
+    case runs :func:`compare_modules` (gradients by parameter name).
+    """
     section: str
     op: str
     dtype: str
@@ -35,9 +40,13 @@ class Case:
         return dtypes.needs_x64(self.dtype)
 
     def run(self) -> ParityResult:
+        """:func:`compare` the pair, or :func:`compare_modules` when the torch side is a module."""
+        import torch
+
         with dtypes.x64(self.x64):
             torch_fn, jax_fn, args, kwargs, options = self.build()
-            return compare(torch_fn, jax_fn, *args, name=self.id, **options, **kwargs)
+            check = compare_modules if isinstance(torch_fn, torch.nn.Module) else compare
+            return check(torch_fn, jax_fn, *args, name=self.id, **options, **kwargs)
 
 
 #: section name -> functions that yield cases (filled by the case modules).
@@ -57,13 +66,27 @@ def _load() -> None:
                    cases_geometric, cases_scatter, cases_segment)
 
 
-def cases(section: Optional[str] = None, only: Optional[str] = None) -> list[Case]:
-    """All registered cases, optionally of one section and matching a glob on the case id."""
+def cases(section: Optional[str] = None, only: Optional[str] = None,
+          x64: Optional[bool] = None) -> list[Case]:
+    """The registered cases, selected.
+
+    Args:
+      section: one section's cases (``None``: all).
+      only: cases whose id contains this substring or matches it as a glob
+        (``*`` and ``?``; brackets are literal: ``"scatter_max[float*]-1d*"``).
+      x64: ``True``: only the cases run in JAX's 64-bit mode (float64, int64
+        ...); ``False``: only the others; ``None``: both.
+    """
     _load()
+    if section is not None and section not in SECTIONS:
+        raise ValueError(f"no parity section {section!r}; the sections are {list(SECTIONS)}")
     found = [case for name, gens in SECTIONS.items() if section in (None, name)
              for gen in gens for case in gen()]
-    if only:  # a substring of the case id, or a glob
-        found = [c for c in found if only in c.id or fnmatch.fnmatchcase(c.id, only)]
+    if only:  # a substring of the case id, or a glob whose brackets are literal (ids hold [dtype])
+        pattern = only.replace("[", "\0").replace("]", "[]]").replace("\0", "[[]")
+        found = [c for c in found if only in c.id or fnmatch.fnmatchcase(c.id, pattern)]
+    if x64 is not None:
+        found = [c for c in found if c.x64 == x64]
     return found
 
 
