@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 from torch2jax_ops import dtypes, geometric as G, shares_memory
 from torch2jax_ops.geometric.nn import GATConv, GCNConv
 from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict
+from torch2jax_ops.parity import assert_modules_parity, compare_arrays
 from torch2jax_ops.parity.cases_geometric import _perturbed
-
-RTOL, ATOL = dtypes.tolerance("float32")
 
 
 def jx(t):
@@ -35,8 +34,7 @@ def test_from_torch_shares_weights_and_keeps_state_dict_names():
     assert shares_memory(mlp.lins[0].weight, port.lins[0].weight)
     names = set(state_dict(port))
     assert names == {k for k in mlp.state_dict() if not k.endswith("num_batches_tracked")}
-    x = torch.randn(5, 6)
-    np.testing.assert_allclose(port(jx(x)), mlp(x).detach().numpy(), rtol=RTOL, atol=ATOL)
+    assert_modules_parity(mlp, port, torch.randn(5, 6))
     copied = from_torch(mlp, copy=True)
     assert not shares_memory(mlp.lins[0].weight, copied.lins[0].weight)
 
@@ -50,8 +48,7 @@ def test_from_torch_converts_generic_module_trees():
     model(torch.randn(32, 6))  # moves the BatchNorm statistics
     model = _perturbed(model, 3)
     port = from_torch(model)
-    x = torch.randn(7, 6)
-    np.testing.assert_allclose(port(jx(x)), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert_modules_parity(model, port, torch.randn(7, 6), rtol=1e-5, atol=1e-6)
 
 
 def test_unsupported_submodule_is_named_by_its_path():
@@ -86,8 +83,7 @@ def test_pre_2_0_gcn_checkpoint_loads():
     old = {"weight": conv.lin.weight.detach().T.contiguous(), "bias": conv.bias.detach()}
     port = GCNConv.from_state_dict(old)
     x, edge_index = random_graph(np.random.default_rng(0), 10, 30)
-    np.testing.assert_allclose(port(jx(x), jx(edge_index).astype(jnp.int32)),
-                               conv(x, edge_index).detach().numpy(), rtol=RTOL, atol=ATOL)
+    assert_modules_parity(conv, port, x, edge_index)  # by today's names: lin.weight, bias
 
 
 @pytest.mark.parametrize("layout", ["pyg-1.x: att_l/att_r, lin_l/lin_r",
@@ -104,8 +100,7 @@ def test_old_gat_checkpoints_load(layout):
     port = GATConv.from_state_dict(old, heads=3)
     assert port.lin is not None and set(state_dict(port)) == set(new)
     x, edge_index = random_graph(np.random.default_rng(1), 10, 30)
-    np.testing.assert_allclose(port(jx(x), jx(edge_index).astype(jnp.int32)),
-                               conv(x, edge_index).detach().numpy(), rtol=RTOL, atol=ATOL)
+    assert_modules_parity(conv, port, x, edge_index)
     with pytest.raises(ValueError, match="heads"):
         GATConv.from_state_dict(old, heads=2)
 
@@ -133,11 +128,11 @@ def test_200_graphs_of_10_to_10000_nodes_compile_at_most_8_times():
     for n in sizes:
         x = torch.tensor(rng.standard_normal((n, 16)), dtype=torch.float32)
         edge_index = torch.tensor(rng.integers(0, n, (2, 4 * n)))
-        expected = model(x, edge_index).detach().numpy()
+        expected = model(x, edge_index).detach()
         padded = G.pad_to_bucket(ladder, jx(x), jx(edge_index).astype(jnp.int32))
-        out = np.asarray(forward(jax_model, padded.x, padded.edge_index))[:n]
-        np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL)
-        worst = max(worst, float(np.abs(out - expected).max()))
+        leaf = compare_arrays(expected, forward(jax_model, padded.x, padded.edge_index)[:n])
+        assert leaf.passed, leaf
+        worst = max(worst, leaf.max_abs)
     assert len(sizes) == 200 and len(traces) <= 8, traces
     assert worst < 1e-5
 
@@ -176,5 +171,6 @@ def test_layers_match_pyg_on_random_graphs(name, n, density, seed):
         cotangent = jnp.zeros((32, out.shape[1])).at[:n].set(jnp.asarray(cot.numpy()))
         ours, ours_gx = _value_and_input_grad(from_torch(layer), padded.x, padded.edge_index,
                                               cotangent)
-    np.testing.assert_allclose(ours[:n], out.detach().numpy(), rtol=1e-9, atol=1e-10)
-    np.testing.assert_allclose(ours_gx[:n], gx.numpy(), rtol=1e-9, atol=1e-10)
+    for theirs, mine in ((out.detach(), ours[:n]), (gx, ours_gx[:n])):
+        leaf = compare_arrays(theirs, mine, rtol=1e-9, atol=1e-10)
+        assert leaf.passed, leaf

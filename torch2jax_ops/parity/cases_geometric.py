@@ -9,7 +9,7 @@ its ``from_torch`` port), so each gradient is checked under its parameter name
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import equinox as eqx
 import jax
