@@ -127,3 +127,34 @@ def test_convs_vmap_over_feature_batches_and_differentiate_under_jit():
         np.testing.assert_allclose(batched[i], conv(xs[i], EDGES, W), rtol=1e-6)
     g = jax.jit(jax.grad(lambda c, x: c(x, EDGES, W).sum()))(conv, X)
     assert g.lin.weight.shape == (2, 3) and np.all(np.isfinite(g.lin.weight))
+
+
+def test_softmax_aggregate_is_the_softmax_weighted_sum():
+    """GATConv's fused step: the normalisation after the sum, as PyG's before it (to rounding)."""
+    from torch2jax_ops.geometric.softmax import segment_softmax, softmax_aggregate
+
+    rng = np.random.default_rng(0)
+    scores = jnp.asarray(rng.standard_normal((7, 2)) * 30)  # large: the max shift matters
+    messages = jnp.asarray(rng.standard_normal((7, 2, 3)))
+    dst = jnp.array([0, 0, 2, 2, 2, 6, 6], jnp.int32)  # node 1 empty; 6 is the dropped slot
+    reference = aggregate(segment_softmax(scores, dst, 6)[..., None] * messages, dst, 6)
+    fused = softmax_aggregate(scores, messages, dst, 6)
+    np.testing.assert_allclose(fused, reference, rtol=1e-5, atol=1e-6)
+    assert np.all(np.asarray(fused[1]) == 0) and np.all(np.isfinite(np.asarray(fused)))
+    grads = jax.grad(lambda s, m: jnp.sum(jnp.sin(softmax_aggregate(s, m, dst, 6))), (0, 1))
+    g_ref = jax.grad(lambda s, m: jnp.sum(jnp.sin(
+        aggregate(segment_softmax(s, dst, 6)[..., None] * m, dst, 6))), (0, 1))
+    for ours, theirs in zip(grads(scores, messages), g_ref(scores, messages)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+        assert np.all(np.asarray(ours[5:]) == 0)  # dropped edges get no gradient
+
+
+def test_gat_drops_an_edge_whose_source_is_the_dropped_slot():
+    from torch2jax_ops.geometric.nn import GATConv
+
+    conv = GATConv(lin=Linear(jnp.ones((4, 3)) / 3), lin_src=None, lin_dst=None,
+                   att_src=jnp.ones((1, 2, 2)), att_dst=jnp.ones((1, 2, 2)), att_edge=None,
+                   lin_edge=None, res=None, bias=None, heads=2, out_channels=2, concat=True,
+                   negative_slope=0.2, add_self_loops=False, fill_value="mean")
+    with_dropped = jnp.concatenate([EDGES, jnp.array([[6], [1]], jnp.int32)], axis=1)
+    np.testing.assert_array_equal(conv(X, with_dropped), conv(X, EDGES))

@@ -7,10 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import dtypes
 from ..torch_scatter.core import as_array, csr_ids, is_traced, normalize_dim
 from .message_passing import check_ids, gather, node_count, valid
 
-__all__ = ["softmax", "segment_softmax"]
+__all__ = ["softmax", "segment_softmax", "softmax_aggregate"]
 
 
 def softmax(src, index=None, ptr=None, num_nodes: Optional[int] = None, dim: int = 0):
@@ -61,3 +62,24 @@ def segment_softmax(rows: jax.Array, index: jax.Array, n: int) -> jax.Array:
     e = jnp.exp(rows - gather(top, index))
     total = jax.ops.segment_sum(e, index, n) + 1e-16
     return jnp.where(keep, e / gather(total, index), 0).astype(rows.dtype)
+
+
+def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array,
+                      n: int) -> jax.Array:
+    """``aggregate(segment_softmax(scores, index, n)[..., None] * messages, index, n)``, fused.
+
+    ``scores`` ``[E, *H]``, ``messages`` ``[E, *H, C]`` -> ``[n, *H, C]``: the
+    attention-weighted sum of GATConv. The softmax is normalised after the
+    sum, ``sum(e * m) / (sum(e) + 1e-16)`` with ``e = exp(score - max)``, which
+    is PyG's ``sum((e / (sum(e) + 1e-16)) * m)`` up to rounding, and numerator
+    and denominator share one scatter: per edge one gather and one divide fewer
+    (forward and backward). Ids outside ``[0, n)`` reach no node; empty nodes get 0.
+    """
+    keep = valid(index, n).reshape((-1,) + (1,) * (scores.ndim - 1))
+    scores = jnp.where(keep, scores, 0)  # dropped entries: no inf/NaN, no gradient
+    top = jax.ops.segment_max(jax.lax.stop_gradient(scores), index, n)
+    e = jnp.exp(scores - gather(top, index))[..., None]
+    acc = dtypes.accumulation_dtype(messages.dtype)
+    both = jax.ops.segment_sum(jnp.concatenate([e * messages, e], axis=-1).astype(acc), index, n)
+    return (both[..., :-1] / (both[..., -1:] + 1e-16)).astype(messages.dtype)
+

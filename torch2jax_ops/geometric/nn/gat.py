@@ -9,8 +9,8 @@ import jax.numpy as jnp
 
 from ...nn.layers import Linear
 from ..loops import append_self_loops, remove_self_loops_static
-from ..message_passing import aggregate, gather
-from ..softmax import segment_softmax
+from ..message_passing import aggregate, gather, valid
+from ..softmax import softmax_aggregate
 from .conv import _edges, edge_values, pair
 
 __all__ = ["GATConv"]
@@ -79,6 +79,8 @@ class GATConv(eqx.Module):
             edge_index, edge_attr = append_self_loops(edge_index, edge_attr, self.fill_value,
                                                       n_loops, fn)
         src, dst = edge_index[0], edge_index[1]
+        # an edge with a dropped end is dropped at its target: no message, no softmax weight
+        dst = jnp.where(valid(src, x_src.shape[0]), dst, n_dst)
         heads, channels = self.heads, self.out_channels
         # One gather brings each edge its source's features and source score (the
         # costliest op on CPU, and one scatter-add less in the backward pass).
@@ -96,8 +98,9 @@ class GATConv(eqx.Module):
                 folded = jnp.einsum("hcd,hc->dh", w, self.att_edge[0])
                 alpha = alpha + edge_attr.astype(folded.dtype) @ folded
             alpha = jax.nn.leaky_relu(alpha, self.negative_slope)
-            alpha = segment_softmax(alpha, dst, n_dst)
-        out = aggregate(alpha[..., None] * h_j, dst, n_dst)
+            out = softmax_aggregate(alpha, h_j, dst, n_dst)
+        else:
+            out = aggregate(alpha[..., None] * h_j, dst, n_dst)
         out = out.reshape(n_dst, -1) if self.concat else jnp.mean(out, axis=1)
         if res is not None:
             out = out + res
