@@ -147,6 +147,9 @@ def test_softmax_aggregate_is_the_softmax_weighted_sum():
     for ours, theirs in zip(grads(scores, messages), g_ref(scores, messages)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
         assert np.all(np.asarray(ours[5:]) == 0)  # dropped edges get no gradient
+    one_head = softmax_aggregate(scores[:, :1], messages[:, :1], dst, 6)  # the squeezed path
+    assert one_head.shape == (6, 1, 3)
+    np.testing.assert_allclose(one_head, fused[:, :1], rtol=1e-6, atol=1e-7)
 
 
 def test_gat_drops_an_edge_whose_source_is_the_dropped_slot():
