@@ -174,3 +174,19 @@ def test_layers_match_pyg_on_random_graphs(name, n, density, seed):
     for theirs, mine in ((out.detach(), ours[:n]), (gx, ours_gx[:n])):
         leaf = compare_arrays(theirs, mine, rtol=1e-9, atol=1e-10)
         assert leaf.passed, leaf
+
+
+@pytest.mark.parametrize("n_src, n_dst", [(7, 4), (6, 6)])
+def test_bipartite_gat_with_self_loops_matches_pyg(n_src, n_dst):
+    """min(N_src, N_dst) loops, entering the softmax node-wise; fill "mean" from kept edges.
+    (PyG itself fails with an IndexError when N_src < N_dst.)"""
+    rng = np.random.default_rng(n_src)
+    torch.manual_seed(0)
+    conv = _perturbed(tnn.GATConv((5, 6), 3, heads=2, edge_dim=2), 0)
+    x_src = torch.tensor(rng.standard_normal((n_src, 5)), dtype=torch.float32)
+    x_dst = torch.tensor(rng.standard_normal((n_dst, 6)), dtype=torch.float32)
+    edge_index = torch.stack([torch.tensor(rng.integers(0, n_src, 20)),
+                              torch.tensor(rng.integers(0, n_dst, 20))])
+    edge_index[:, :2] = torch.tensor([[1, 2], [1, 2]])  # existing loops: PyG removes them
+    edge_attr = torch.tensor(rng.standard_normal((20, 2)), dtype=torch.float32)
+    assert_modules_parity(conv, from_torch(conv), (x_src, x_dst), edge_index, edge_attr)

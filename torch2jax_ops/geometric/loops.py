@@ -18,7 +18,8 @@ import numpy as np
 from ..torch_scatter.core import as_array, is_traced
 from .message_passing import aggregate, edge_array, node_count
 
-__all__ = ["add_self_loops", "append_self_loops", "add_remaining_self_loops", "add_remaining_self_loops_static",
+__all__ = ["add_self_loops", "append_self_loops", "loop_attributes", "add_remaining_self_loops",
+           "add_remaining_self_loops_static",
            "remove_self_loops", "remove_self_loops_static"]
 
 FillValue = Union[None, float, int, str, jax.Array]
@@ -34,9 +35,13 @@ def _attr(edge_attr: Any, num_edges: int, fn: str) -> Optional[jax.Array]:
     return edge_attr
 
 
-def _loop_attr(edge_attr: jax.Array, fill_value: FillValue, col: jax.Array, num_nodes: int,
+def loop_attributes(edge_attr: jax.Array, fill_value: FillValue, col: jax.Array, num_nodes: int,
                fn: str) -> jax.Array:
-    """The attributes of the N new loops, by PyG's fill_value rule."""
+    """The attributes of the ``num_nodes`` new loops, by PyG's ``fill_value`` rule.
+
+    ``col`` holds the targets of the edges of ``edge_attr`` (ids of dropped
+    edges, ``>= num_nodes``, count for no node).
+    """
     shape = (num_nodes,) + edge_attr.shape[1:]
     if fill_value is None:
         return jnp.ones(shape, edge_attr.dtype)
@@ -84,7 +89,7 @@ def append_self_loops(edge_index: jax.Array, edge_attr: Optional[jax.Array],
     out_index = jnp.concatenate([edge_index, _loops(num_nodes, edge_index.dtype)], axis=1)
     if edge_attr is None:
         return out_index, None
-    loop_attr = _loop_attr(edge_attr, fill_value, edge_index[1], num_nodes, fn)
+    loop_attr = loop_attributes(edge_attr, fill_value, edge_index[1], num_nodes, fn)
     return out_index, jnp.concatenate([edge_attr, loop_attr], axis=0)
 
 
@@ -147,7 +152,7 @@ def add_remaining_self_loops_static(edge_index, edge_attr=None, fill_value: Fill
     edge_attr = _attr(edge_attr, num_edges, fn)
     if edge_attr is None:
         return out_index, None
-    loop_attr = _loop_attr(edge_attr, fill_value, edge_index[1], n, fn)
+    loop_attr = loop_attributes(edge_attr, fill_value, edge_index[1], n, fn)
     # The last existing loop of each node wins: scatter the edge position, take the max.
     slot = jnp.where(loop, edge_index[0], n)
     last = jax.ops.segment_max(jnp.where(loop, jnp.arange(num_edges), -1), slot, n)

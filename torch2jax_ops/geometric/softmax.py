@@ -64,8 +64,9 @@ def segment_softmax(rows: jax.Array, index: jax.Array, n: int) -> jax.Array:
     return jnp.where(keep, e / gather(total, index), 0).astype(rows.dtype)
 
 
-def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array,
-                      n: int) -> jax.Array:
+def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, n: int,
+                      loop_scores: Optional[jax.Array] = None,
+                      loop_messages: Optional[jax.Array] = None) -> jax.Array:
     """``aggregate(segment_softmax(scores, index, n)[..., None] * messages, index, n)``, fused.
 
     ``scores`` ``[E, *H]``, ``messages`` ``[E, *H, C]`` -> ``[n, *H, C]``: the
@@ -74,18 +75,30 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array,
     is PyG's ``sum((e / (sum(e) + 1e-16)) * m)`` up to rounding, and numerator
     and denominator share one scatter: per edge one gather and one divide fewer
     (forward and backward). Ids outside ``[0, n)`` reach no node; empty nodes get 0.
+
+    ``loop_scores`` ``[L, *H]`` and ``loop_messages`` ``[L, *H, C]`` (``L <= n``)
+    add one entry to each node ``i < L``, exactly as a self-loop edge ``(i, i)``
+    at the end of the edge list would, but node-wise: no gather, no scatter.
     """
     if scores.ndim > 1 and all(h == 1 for h in scores.shape[1:]):
         # one head: drop the unit axes (XLA:CPU reduces [E, 1, C] over C, in the
         # backward pass, about 5x slower than [E, C])
-        flat = softmax_aggregate(scores.reshape(-1), messages.reshape(
-            messages.shape[:1] + messages.shape[scores.ndim:]), index, n)
-        return flat.reshape((n,) + messages.shape[1:])
+        def flat(a, k):
+            return None if a is None else a.reshape(a.shape[:1] + a.shape[scores.ndim:][:k])
+        out = softmax_aggregate(flat(scores, 0), flat(messages, 1), index, n,
+                                flat(loop_scores, 0), flat(loop_messages, 1))
+        return out.reshape((n,) + messages.shape[1:])
     keep = valid(index, n).reshape((-1,) + (1,) * (scores.ndim - 1))
     scores = jnp.where(keep, scores, 0)  # dropped entries: no inf/NaN, no gradient
     top = jax.ops.segment_max(jax.lax.stop_gradient(scores), index, n)
+    loops = 0 if loop_scores is None else loop_scores.shape[0]
+    if loops:
+        top = top.at[:loops].max(jax.lax.stop_gradient(loop_scores))
     e = jnp.exp(scores - gather(top, index))[..., None]
     acc = dtypes.accumulation_dtype(messages.dtype)
     both = jax.ops.segment_sum(jnp.concatenate([e * messages, e], axis=-1).astype(acc), index, n)
+    if loops:
+        e_loop = jnp.exp(loop_scores - top[:loops])[..., None]
+        both = both.at[:loops].add(
+            jnp.concatenate([e_loop * loop_messages, e_loop], axis=-1).astype(acc))
     return (both[..., :-1] / (both[..., -1:] + 1e-16)).astype(messages.dtype)
-

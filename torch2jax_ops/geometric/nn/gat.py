@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from ...nn.layers import Linear
-from ..loops import append_self_loops, remove_self_loops_static
-from ..message_passing import aggregate, gather, valid
+from ..loops import loop_attributes, remove_self_loops_static
+from ..message_passing import gather, valid
 from ..softmax import softmax_aggregate
 from .conv import _edges, edge_values, pair
 
@@ -70,37 +70,41 @@ class GATConv(eqx.Module):
         h_src, h_dst = self._project(x_src, x_dst, tuple_input)
         a_src = jnp.sum(h_src * self.att_src, axis=-1)
         a_dst = None if h_dst is None else jnp.sum(h_dst * self.att_dst, axis=-1)
-        n_dst = x_src.shape[0] if x_dst is None else x_dst.shape[0]
-        if self.add_self_loops:
-            n_loops = x_src.shape[0] if x_dst is None else min(x_src.shape[0], x_dst.shape[0])
-            dropped = max(x_src.shape[0], n_dst)
-            edge_index, edge_attr = remove_self_loops_static(edge_index, edge_attr,
-                                                             num_nodes=dropped)
-            edge_index, edge_attr = append_self_loops(edge_index, edge_attr, self.fill_value,
-                                                      n_loops, fn)
+        n_src = x_src.shape[0]
+        n_dst = n_src if x_dst is None else x_dst.shape[0]
         src, dst = edge_index[0], edge_index[1]
+        # PyG removes every loop and appends one per node (min(N_src, N_dst) for bipartite
+        # input). Removed loops go to the dropped slot; the new ones never become edges:
+        # they enter the softmax node-wise (softmax_aggregate's loop_*), 10% of the
+        # edges of a typical graph kept out of the gathers and scatters.
+        n_loops = min(n_src, n_dst) if self.add_self_loops else 0
+        if self.add_self_loops:
+            src, dst = remove_self_loops_static(edge_index, num_nodes=max(n_src, n_dst))[0]
         # an edge with a dropped end is dropped at its target: no message, no softmax weight
-        dst = jnp.where(valid(src, x_src.shape[0]), dst, n_dst)
+        dst = jnp.where(valid(src, n_src), dst, n_dst)
         heads, channels = self.heads, self.out_channels
         # One gather brings each edge its source's features and source score (the
         # costliest op on CPU, and one scatter-add less in the backward pass).
         both = gather(jnp.concatenate([h_src, a_src[..., None]], axis=-1), src)
         h_j, alpha = both[..., :channels], both[..., channels]
+        loop_alpha = a_src[:n_loops]
         if a_dst is not None:
             alpha = alpha + gather(a_dst, dst)
-        if edge_index.shape[1]:  # PyG returns the raw scores for an empty edge set
-            if edge_attr is not None and self.lin_edge is not None:
-                if edge_attr.ndim == 1:
-                    edge_attr = edge_attr[:, None]
-                # (lin_edge(e).view(E, H, C) * att_edge).sum(-1) without the [E, H*C]
-                # intermediate: fold att_edge into the weight first ([D, H]).
-                w = self.lin_edge.weight.reshape(heads, channels, -1)
-                folded = jnp.einsum("hcd,hc->dh", w, self.att_edge[0])
-                alpha = alpha + edge_attr.astype(folded.dtype) @ folded
-            alpha = jax.nn.leaky_relu(alpha, self.negative_slope)
-            out = softmax_aggregate(alpha, h_j, dst, n_dst)
-        else:
-            out = aggregate(alpha[..., None] * h_j, dst, n_dst)
+            loop_alpha = loop_alpha + a_dst[:n_loops]
+        if edge_attr is not None and self.lin_edge is not None:
+            if edge_attr.ndim == 1:
+                edge_attr = edge_attr[:, None]
+            # (lin_edge(e).view(E, H, C) * att_edge).sum(-1) without the [E, H*C]
+            # intermediate: fold att_edge into the weight first ([D, H]).
+            w = self.lin_edge.weight.reshape(heads, channels, -1)
+            folded = jnp.einsum("hcd,hc->dh", w, self.att_edge[0])
+            alpha = alpha + edge_attr.astype(folded.dtype) @ folded
+            if n_loops:  # the new loops' features by fill_value, from the kept edges
+                loop_attr = loop_attributes(edge_attr, self.fill_value, dst, n_loops, fn)
+                loop_alpha = loop_alpha + loop_attr.astype(folded.dtype) @ folded
+        out = softmax_aggregate(jax.nn.leaky_relu(alpha, self.negative_slope), h_j, dst, n_dst,
+                                jax.nn.leaky_relu(loop_alpha, self.negative_slope),
+                                h_src[:n_loops])
         out = out.reshape(n_dst, -1) if self.concat else jnp.mean(out, axis=1)
         if res is not None:
             out = out + res
