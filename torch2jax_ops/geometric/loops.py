@@ -18,7 +18,8 @@ import numpy as np
 from ..torch_scatter.core import as_array, is_traced
 from .message_passing import aggregate, edge_array, node_count
 
-__all__ = ["add_self_loops", "append_self_loops", "loop_attributes", "add_remaining_self_loops",
+__all__ = ["add_self_loops", "append_self_loops", "loop_attributes", "route_self_loops",
+           "add_remaining_self_loops",
            "add_remaining_self_loops_static",
            "remove_self_loops", "remove_self_loops_static"]
 
@@ -93,6 +94,12 @@ def append_self_loops(edge_index: jax.Array, edge_attr: Optional[jax.Array],
     return out_index, jnp.concatenate([edge_attr, loop_attr], axis=0)
 
 
+def route_self_loops(edge_index: jax.Array, num_nodes: int) -> jax.Array:
+    """Every loop ``(i, i)`` of a checked ``edge_index`` becomes ``(num_nodes, num_nodes)``."""
+    loop = edge_index[0] == edge_index[1]
+    return jnp.where(loop[None, :], jnp.asarray(num_nodes, edge_index.dtype), edge_index)
+
+
 def remove_self_loops_static(edge_index, edge_attr=None, *, num_nodes: int):
     """:func:`remove_self_loops` with a static shape: loops go to the dropped slot.
 
@@ -104,9 +111,7 @@ def remove_self_loops_static(edge_index, edge_attr=None, *, num_nodes: int):
     edge_index = edge_array(edge_index, fn)
     n = node_count(num_nodes, edge_index, fn)
     edge_array(edge_index, fn, n)
-    loop = edge_index[0] == edge_index[1]
-    out = jnp.where(loop[None, :], jnp.asarray(n, edge_index.dtype), edge_index)
-    return out, _attr(edge_attr, edge_index.shape[1], fn)
+    return route_self_loops(edge_index, n), _attr(edge_attr, edge_index.shape[1], fn)
 
 
 def _concrete(edge_index: jax.Array, fn: str, static: str) -> None:
@@ -147,8 +152,8 @@ def add_remaining_self_loops_static(edge_index, edge_attr=None, fill_value: Fill
     edge_array(edge_index, fn, n)
     num_edges = edge_index.shape[1]
     loop = edge_index[0] == edge_index[1]
-    kept = jnp.where(loop[None, :], jnp.asarray(n, edge_index.dtype), edge_index)
-    out_index = jnp.concatenate([kept, _loops(n, edge_index.dtype)], axis=1)
+    out_index = jnp.concatenate([route_self_loops(edge_index, n), _loops(n, edge_index.dtype)],
+                                axis=1)
     edge_attr = _attr(edge_attr, num_edges, fn)
     if edge_attr is None:
         return out_index, None

@@ -301,8 +301,9 @@ def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
         return jax_fn(*call_args, **jax_kwargs)
 
     jax_out = run_jax(*wrt_values)
-    jax_flat = _flatten_jax(jax_out)
-    for path, leaf in jax.tree_util.tree_flatten_with_path(jax_out)[0]:
+    jax_leaves = jax.tree_util.tree_flatten_with_path(jax_out)[0]
+    jax_flat = [leaf for _, leaf in jax_leaves]
+    for path, leaf in jax_leaves:
         if not isinstance(leaf, (jax.Array, np.ndarray, np.generic)):
             raise ParityError(f"{label}: jax output{jax.tree_util.keystr(path)} is a "
                               f"{type(leaf).__name__}, not an array; return arrays "

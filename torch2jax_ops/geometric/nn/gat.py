@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...nn.layers import Linear
-from ..loops import loop_attributes, remove_self_loops_static
+from ..loops import loop_attributes, route_self_loops
 from ..message_passing import gather, valid
 from ..softmax import softmax_aggregate
 from .conv import _edges, edge_values, pair
@@ -79,7 +79,7 @@ class GATConv(eqx.Module):
         # edges of a typical graph kept out of the gathers and scatters.
         n_loops = min(n_src, n_dst) if self.add_self_loops else 0
         if self.add_self_loops:
-            src, dst = remove_self_loops_static(edge_index, num_nodes=max(n_src, n_dst))[0]
+            src, dst = route_self_loops(edge_index, max(n_src, n_dst))  # checked by _edges
         # an edge with a dropped end is dropped at its target: no message, no softmax weight
         dst = jnp.where(valid(src, n_src), dst, n_dst)
         heads, channels = self.heads, self.out_channels
