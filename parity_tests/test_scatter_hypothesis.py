@@ -20,9 +20,15 @@ def _torch_scatter_cannot(problem, op):
         op == "scatter_mul" or (op == "scatter_mean" and problem.index.numel()))
 
 
-@given(problem=fuzz.scatter_inputs(("float32", "float64", "int64", "float16")),
-       op=st.sampled_from(REDUCE_OPS))
-def test_random_scatter_matches_torch_scatter(problem, op):
+# products near 1, as the case matrix draws them: no zeros (deviation mul-grad-at-zero), no overflow
+OP_AND_PROBLEM = st.sampled_from(REDUCE_OPS).flatmap(lambda op: st.tuples(
+    st.just(op), fuzz.scatter_inputs(("float32", "float64", "int64", "float16"),
+                                     near_one=op == "scatter_mul")))
+
+
+@given(op_and_problem=OP_AND_PROBLEM)
+def test_random_scatter_matches_torch_scatter(op_and_problem):
+    op, problem = op_and_problem
     if _torch_scatter_cannot(problem, op):
         return
     torch_fn, jax_fn = op_pair(op)
