@@ -262,7 +262,7 @@ def run_models(nodes: int, edges: int, features: int, repeat: int) -> list[dict]
     """
     import equinox as eqx
 
-    from torch2jax_ops.parity.cases_geometric import port, torch_models
+    from parity_tests.cases.geometric import port, torch_models
 
     rng = np.random.default_rng(0)
     x = torch.tensor(rng.standard_normal((nodes, features)), dtype=torch.float32)

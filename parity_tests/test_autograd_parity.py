@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from torch2jax_ops import dtypes, func, to_jax
 from torch2jax_ops.autograd import functional
-from torch2jax_ops.parity import assert_parity, suite
-from torch2jax_ops.parity.cases_autograd import FUNCTIONS, inputs, torch_nth_grad
+from torch2jax_ops.parity import _suite as suite, assert_parity
+from parity_tests.cases.autograd import FUNCTIONS, inputs, torch_nth_grad
 
 CASES = suite.cases("autograd")
 FUNCTIONAL_OPS = set(functional.__all__)
@@ -306,7 +306,7 @@ def test_linearize_matches_torch():
 
 
 def test_functional_call_strict_tied_and_tuple_of_dicts():
-    from torch2jax_ops.parity.cases_autograd import Linear, TwoLayer
+    from parity_tests.cases.autograd import Linear, TwoLayer
     w = jnp.ones((6, 4))
     model = TwoLayer(Linear(w, jnp.zeros(6)), Linear(jnp.ones((3, 6)), jnp.zeros(3)))
     x = jnp.ones((2, 4))

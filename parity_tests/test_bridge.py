@@ -15,7 +15,7 @@ import torch_scatter
 import torch2jax_ops as t2j
 from torch2jax_ops import as_jax, as_torch, dtypes, to_jax, to_torch
 from torch2jax_ops.bridge import InPlaceError
-from torch2jax_ops.parity import suite
+from torch2jax_ops.parity import _suite as suite
 
 
 # The same math twice: (jax version, torch version).

@@ -435,7 +435,7 @@ def test_half_precision_composites_are_correctly_rounded(op, dtype):
 
 def test_functional_call_unknown_key_raises():
     from torch2jax_ops import func
-    from torch2jax_ops.parity.cases_autograd import Linear, TwoLayer, torch_two_layer
+    from parity_tests.cases.autograd import Linear, TwoLayer, torch_two_layer
 
     torch.manual_seed(0)
     module = torch_two_layer()

@@ -1,9 +1,9 @@
 """torch_geometric utilities, layers and whole models vs the real PyG: the matrix defined once
-in torch2jax_ops.parity.cases_geometric (also run by the parity report, sections "geometric"
+in parity_tests.cases.geometric (also run by the parity report, sections "geometric"
 and "models")."""
 import pytest
 
-from torch2jax_ops.parity import suite
+from torch2jax_ops.parity import _suite as suite
 
 UTILITIES = suite.cases("geometric")
 MODELS = suite.cases("models")

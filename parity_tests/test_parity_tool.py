@@ -16,8 +16,9 @@ import torch2jax_ops as t2j
 from torch2jax_ops import cli
 from torch2jax_ops.nn import from_torch
 from torch2jax_ops.parity import (ParityError, assert_modules_parity, assert_parity, compare,
-                                  compare_modules, report, suite)
-from torch2jax_ops.parity.suite import Case
+                                  compare_modules)
+from torch2jax_ops.parity import _report as report, _suite as suite
+from torch2jax_ops.parity._suite import Case
 
 RNG = np.random.default_rng(0)
 SRC = torch.tensor(RNG.standard_normal((40, 3)), dtype=torch.float32)

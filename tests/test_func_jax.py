@@ -7,7 +7,7 @@ import pytest
 
 import torch2jax_ops as t2j
 from torch2jax_ops import func, nn
-from torch2jax_ops.dependence import dependencies
+from torch2jax_ops.autograd import dependencies
 
 
 def test_vmap_randomness_with_typed_keys():
@@ -115,8 +115,14 @@ def test_dependencies_follow_torch_graph_rules():
 
 
 def test_module_names_are_torch_state_dict_keys():
-    from torch2jax_ops.parity.cases_autograd import Linear, TwoLayer
-    model = TwoLayer(Linear(jnp.ones((6, 4)), jnp.zeros(6)), Linear(jnp.ones((3, 6)), jnp.zeros(3)))
+    import equinox as eqx
+
+    class TwoLayer(eqx.Module):
+        lin1: nn.Linear
+        lin2: nn.Linear
+
+    model = TwoLayer(nn.Linear(jnp.ones((6, 4)), jnp.zeros(6)),
+                     nn.Linear(jnp.ones((3, 6)), jnp.zeros(3)))
     assert list(nn.state_dict(model)) == ["lin1.weight", "lin1.bias", "lin2.weight", "lin2.bias"]
     layers = [{"w": jnp.ones(2)}, (jnp.ones(1), jnp.arange(3))]
     assert list(nn.state_dict(layers)) == ["0.w", "1.0", "1.1"]

@@ -10,9 +10,11 @@ The derivative APIs mirror torch's layout: ``torch2jax_ops.autograd``
 (``grad``, ``vmap``, ``jacrev`` ..., ``nth_grad``, ``jacobian_trace``);
 ``torch2jax_ops.nn`` names module arrays as torch's ``state_dict`` does.
 """
-from . import autograd, bridge, dlpack, func, geometric, nn, tree
+from importlib.metadata import PackageNotFoundError, version
+
+from . import autograd, bridge, dlpack, dtypes, func, geometric, nn, torch_scatter, tree
+from ._checking import checked
 from .bridge import as_jax, as_torch
-from .checking import checked
 from .dlpack import shares_memory, to_jax, to_torch, tree_to_jax, tree_to_torch
 from .torch_scatter import (gather_coo, gather_csr, scatter, scatter_add, scatter_log_softmax,
                             scatter_logsumexp, scatter_max, scatter_mean, scatter_min,
@@ -22,9 +24,13 @@ from .torch_scatter import (gather_coo, gather_csr, scatter, scatter_add, scatte
                             segment_mean_csr, segment_min_coo, segment_min_csr,
                             segment_sum_coo, segment_sum_csr)
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("torch2jax_ops")
+except PackageNotFoundError:  # a checkout on sys.path without an install
+    __version__ = "0+unknown"
 
 __all__ = [
+    "autograd", "bridge", "dlpack", "dtypes", "func", "geometric", "nn", "torch_scatter", "tree",
     "checked",
     "scatter", "scatter_sum", "scatter_add", "scatter_mul", "scatter_mean",
     "scatter_min", "scatter_max",

@@ -17,8 +17,9 @@ from typing import Optional, Sequence
 
 def _parity(args: argparse.Namespace) -> int:
     try:
-        from .parity import report, suite
-        from .parity.deviations import DEVIATIONS
+        from .parity import DEVIATIONS
+        from .parity import _report as report
+        from .parity import _suite as suite
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn)

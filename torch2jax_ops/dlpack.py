@@ -16,6 +16,14 @@ copy, or, with ``copy=False``, raise an error that says why. The traps:
 * conjugate- and negative-bit views are resolved (a copy);
 * sparse / meta tensors and traced JAX values are refused with the fix.
 
+Placement: ``to_jax`` keeps a tensor on its own device (zero-copy) unless
+``device=`` (a ``jax.Device`` or a ``jax.sharding.Sharding``) asks for
+another, which costs one explicit transfer (refused with ``copy=False``).
+Whatever builds a model or a batch -- :func:`tree_to_jax`,
+``nn.from_torch``, state-dict imports, the loaders -- places on JAX's default
+device (``jax.default_device``) or on ``device=``, so a checkpoint loaded on
+the CPU lands where the user computes (the GPU, when there is one).
+
 A shared buffer is shared both ways: an in-place torch op on the tensor
 changes the JAX array (JAX assumes its arrays never change: a jitted function
 may see either value). Pass ``copy=True`` for an independent result.
@@ -26,15 +34,19 @@ the leaf's path.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import dtypes
+from . import _dtypes
 
-__all__ = ["to_jax", "to_torch", "shares_memory", "tree_to_jax", "tree_to_torch"]
+__all__ = ["to_jax", "to_torch", "shares_memory", "tree_to_jax", "tree_to_torch",
+           "default_device", "place"]
+
+#: Where an array goes: a device, a sharding (several devices), or None.
+Placement = Union[jax.Device, jax.sharding.Sharding, None]
 
 #: XLA:CPU shares a host buffer only when it is aligned to this many bytes.
 CPU_ALIGNMENT = 64
@@ -62,7 +74,7 @@ def _downcast(t, name: str, copy: Optional[bool], allow_downcast: bool):
     """int64/uint64/float64/complex128 with JAX's 64-bit mode off."""
     import torch
 
-    target = dtypes.X64_DOWNCAST[name]
+    target = _dtypes.X64_DOWNCAST[name]
     if not allow_downcast:
         raise TypeError(
             f"to_jax: a {name} tensor needs JAX's 64-bit mode, which is off; JAX would silently "
@@ -79,10 +91,52 @@ def _downcast(t, name: str, copy: Optional[bool], allow_downcast: bool):
             shown = f"[{lo}, {hi}]" if name == "int64" else "above 2**32 - 1"
             raise OverflowError(f"to_jax: {name} values {shown} do not fit in {target}; enable "
                                 f"jax_enable_x64 instead of passing allow_downcast=True")
-    return t.to(dtypes.torch_dtype(target))
+    return t.to(_dtypes.torch_dtype(target))
 
 
-def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = False) -> jax.Array:
+def default_device() -> jax.Device:
+    """JAX's default device now: ``jax.default_device``'s (context or config), else the first
+    device of the default backend."""
+    chosen = jax.config.jax_default_device
+    if chosen is None:
+        return jax.devices()[0]
+    if isinstance(chosen, str):  # a platform name
+        return jax.devices(chosen)[0]
+    return chosen
+
+
+def place(array: jax.Array, device: Placement, *, copy: Optional[bool] = None,
+          op: str = "place") -> jax.Array:
+    """``array`` on ``device`` (a ``jax.Device`` or a ``Sharding``); the same array when it is there.
+
+    A move is one explicit ``jax.device_put``; ``copy=False`` refuses it with
+    a ValueError that says where the array is and where it was asked to go.
+    """
+    if device is None:
+        return array
+    if isinstance(device, jax.sharding.Sharding):
+        if array.sharding == device or (
+                isinstance(array.sharding, jax.sharding.SingleDeviceSharding)
+                and device.is_fully_replicated and len(device.device_set) == 1
+                and device.device_set == array.sharding.device_set):
+            return array
+        target = device
+    elif isinstance(device, jax.Device):
+        if array.devices() == {device}:
+            return array
+        target = device
+    else:
+        raise TypeError(f"{op}: `device` must be a jax.Device or a jax.sharding.Sharding, got "
+                        f"{type(device).__name__} (torch devices are not JAX devices: use "
+                        f"jax.devices()[i])")
+    if copy is False:
+        raise ValueError(f"{op}: the array is on {sorted(map(str, array.devices()))} and "
+                         f"device={device} needs a transfer (a copy), but copy=False")
+    return jax.device_put(array, target)
+
+
+def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = False,
+           device: Placement = None) -> jax.Array:
     """A torch tensor as a JAX array of the same shape and dtype, sharing its memory.
 
     Args:
@@ -95,10 +149,14 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
       allow_downcast: with JAX's 64-bit mode off, convert int64/uint64/float64/
         complex128 to their 32-bit types (a copy); integers that do not fit
         raise OverflowError. Without it such tensors raise TypeError.
+      device: ``None`` keeps the tensor's own device (zero-copy); a
+        ``jax.Device`` or ``Sharding`` places the result there: zero-copy when
+        the tensor is already there, one explicit transfer otherwise
+        (``copy=False`` then raises).
 
     Returns:
-      A ``jax.Array`` on the tensor's device. When shared, in-place torch
-      writes to the tensor show in it.
+      A ``jax.Array`` on the tensor's device (or ``device``). When shared,
+      in-place torch writes to the tensor show in it.
     """
     import torch
 
@@ -120,8 +178,8 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
         _refuse_copy(copy, "it has the negative bit set (a lazy negation)",
                      "Call tensor.resolve_neg() first, or pass copy=None")
         t = t.resolve_neg()
-    name = dtypes.name_of(t.dtype)
-    if name in dtypes.X64_NAMES and not jax.config.jax_enable_x64:
+    name = _dtypes.name_of(t.dtype)
+    if name in _dtypes.X64_NAMES and not jax.config.jax_enable_x64:
         t = _downcast(t, name, copy, allow_downcast)
     if not _is_compact(t):
         _refuse_copy(copy, f"its strides {tuple(t.stride())} for shape {tuple(t.shape)} have gaps "
@@ -145,7 +203,7 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
     if copy is False and t.numel() and array.unsafe_buffer_pointer() != t.data_ptr():
         raise ValueError(f"to_jax: JAX copied the {t.device} tensor while importing it, but "
                          f"copy=False; pass copy=None to allow the copy")
-    return array
+    return place(array, device, copy=copy, op="to_jax")
 
 
 def to_torch(array: Any, *, copy: Optional[bool] = None):
@@ -225,18 +283,24 @@ def _map_leaves(fn, tree: Any, name: str, leaf_type: type) -> Any:
     return out
 
 
-def tree_to_jax(tree: Any, *, copy: Optional[bool] = None, allow_downcast: bool = False) -> Any:
-    """:func:`to_jax` on every torch tensor in a nested dict/list/tuple.
+def tree_to_jax(tree: Any, *, copy: Optional[bool] = None, allow_downcast: bool = False,
+                device: Placement = None) -> Any:
+    """:func:`to_jax` on every torch tensor in a nested dict/list/tuple, placed where JAX computes.
 
     Other leaves (numbers, strings, None, NumPy arrays) pass through unchanged,
     and the containers keep their types (a ``state_dict`` stays an
     ``OrderedDict``). ``copy`` and ``allow_downcast`` apply to every tensor;
     an error names the leaf's path, e.g. ``['bn.num_batches_tracked']``.
+
+    Unlike :func:`to_jax`, a tree (a checkpoint, a batch) goes to JAX's
+    default device (:func:`default_device`) unless ``device=`` names another:
+    zero-copy where the tensors already are there, one transfer each otherwise.
     """
     import torch
 
-    return _map_leaves(lambda t: to_jax(t, copy=copy, allow_downcast=allow_downcast), tree,
-                       "tree_to_jax", torch.Tensor)
+    target = default_device() if device is None else device
+    return _map_leaves(lambda t: to_jax(t, copy=copy, allow_downcast=allow_downcast,
+                                        device=target), tree, "tree_to_jax", torch.Tensor)
 
 
 def tree_to_torch(tree: Any, *, copy: Optional[bool] = None) -> Any:

@@ -1,137 +1,14 @@
-"""The one dtype table of torch2jax_ops: names, torch <-> JAX maps, tolerances.
+"""The dtype table: torch <-> JAX names, JAX's 64-bit mode, and the parity tolerances.
 
-Every other module asks this one. Names are torch's spellings without the
-``torch.`` prefix (``"float32"``, ``"bfloat16"``, ``"int64"`` ...).
-
-Tolerances follow ``torch.testing.assert_close``'s defaults (rtol, atol) for
-each floating dtype; integers and bools compare exactly.
+Names are torch's spellings without the ``torch.`` prefix (``"float32"``,
+``"bfloat16"``, ``"int64"`` ...). Tolerances follow
+``torch.testing.assert_close``'s defaults per floating dtype; integers and
+bools compare exactly. ``x64()`` switches JAX's 64-bit mode for a block.
 """
-from __future__ import annotations
+from ._dtypes import (ALL_NAMES, COMPLEX_NAMES, FLOAT_NAMES, GRAD_TOLERANCES, INT_NAMES,
+                      TOLERANCES, X64_DOWNCAST, X64_NAMES, accumulation_dtype, index_dtype,
+                      jax_dtype, kind_of, name_of, needs_x64, tolerance, torch_dtype, x64)
 
-import contextlib
-from typing import Any, Iterator
-
-import jax
-import jax.numpy as jnp
-import numpy as np
-
-FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
-INT_NAMES = ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
-COMPLEX_NAMES = ("complex64", "complex128")
-ALL_NAMES = FLOAT_NAMES + INT_NAMES + ("bool",) + COMPLEX_NAMES
-
-#: dtypes that exist only in JAX's 64-bit mode (``jax_enable_x64``), and the
-#: 32-bit type each becomes when that mode is off.
-X64_DOWNCAST = {"int64": "int32", "uint64": "uint32", "float64": "float32",
-                "complex128": "complex64"}
-X64_NAMES = tuple(X64_DOWNCAST)
-
-#: (rtol, atol) per dtype, as torch.testing.assert_close uses by default.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float16": (1e-3, 1e-5),
-    "bfloat16": (1.6e-2, 1e-5),
-    "float32": (1.3e-6, 1e-5),
-    "float64": (1e-7, 1e-7),
-    "complex64": (1.3e-6, 1e-5),
-    "complex128": (1e-7, 1e-7),
-}
-
-
-#: (rtol, atol) for gradients: a backward pass chains several rounded steps,
-#: and torch's own float16/bfloat16 gradients sit up to ~2 ulps from the exact
-#: value, so half types allow 4 ulps. Other dtypes as TOLERANCES.
-GRAD_TOLERANCES: dict[str, tuple[float, float]] = {
-    **TOLERANCES,
-    "float16": (4e-3, 1e-5),
-    "bfloat16": (3.2e-2, 1e-5),
-}
-
-
-def name_of(dtype: Any) -> str:
-    """The canonical name of a torch, NumPy or JAX dtype (or of an array's dtype)."""
-    if hasattr(dtype, "dtype") and not isinstance(dtype, type):
-        dtype = dtype.dtype
-    text = str(dtype)
-    if text.startswith("torch."):
-        text = text[len("torch."):]
-        return {"half": "float16", "float": "float32", "double": "float64",
-                "long": "int64", "int": "int32", "short": "int16"}.get(text, text)
-    return np.dtype(dtype).name if text != "bfloat16" else "bfloat16"
-
-
-def is_array(x: Any) -> bool:
-    """A JAX array (tracers included) or a NumPy array: what the JAX-side APIs take as an array."""
-    return isinstance(x, (jax.Array, np.ndarray))
-
-
-def jax_dtype(name_or_dtype: Any) -> np.dtype:
-    """The JAX (NumPy-style) dtype for a name or a torch dtype."""
-    name = name_or_dtype if isinstance(name_or_dtype, str) else name_of(name_or_dtype)
-    if name not in ALL_NAMES:
-        raise TypeError(f"unsupported dtype {name_or_dtype!r}; supported: {', '.join(ALL_NAMES)}")
-    return jnp.dtype(name)
-
-
-def torch_dtype(name_or_dtype: Any):
-    """The torch dtype for a name or a NumPy/JAX dtype (imports torch)."""
-    import torch
-
-    name = name_or_dtype if isinstance(name_or_dtype, str) else name_of(name_or_dtype)
-    if name not in ALL_NAMES:
-        raise TypeError(f"unsupported dtype {name_or_dtype!r}; supported: {', '.join(ALL_NAMES)}")
-    return getattr(torch, name)
-
-
-def kind_of(dtype: Any) -> str:
-    """"float", "int", "complex" or "bool": what must agree between torch and JAX.
-
-    Integer widths may differ (JAX's follows its 64-bit mode); float names may not.
-    """
-    name = name_of(dtype)
-    if name in FLOAT_NAMES:
-        return "float"
-    if name in INT_NAMES:
-        return "int"
-    return "complex" if name in COMPLEX_NAMES else name
-
-
-def tolerance(dtype: Any, kind: str = "output") -> tuple[float, float]:
-    """Default (rtol, atol) for comparing values of this dtype; (0, 0) = exact.
-
-    ``kind="grad"`` gives the gradient row (:data:`GRAD_TOLERANCES`).
-    """
-    table = GRAD_TOLERANCES if kind == "grad" else TOLERANCES
-    return table.get(name_of(dtype), (0.0, 0.0))
-
-
-def accumulation_dtype(dtype: Any) -> np.dtype:
-    """The dtype torch accumulates sums of ``dtype`` in on CPU.
-
-    float16 and bfloat16 sums accumulate in float32 and are rounded once at the
-    end (JAX's segment_sum would accumulate in the narrow type: 3000 float16
-    ones sum to 2048 there, to 3000 in torch). Every other dtype accumulates
-    in itself.
-    """
-    dtype = jnp.dtype(dtype)
-    return jnp.dtype(jnp.float32) if dtype in (jnp.float16, jnp.bfloat16) else dtype
-
-
-def needs_x64(dtype: Any) -> bool:
-    """True for dtypes that JAX represents only with 64-bit mode on."""
-    return name_of(dtype) in X64_NAMES
-
-
-def index_dtype() -> np.dtype:
-    """JAX's default integer width right now: int64 with x64 mode, else int32."""
-    return jnp.dtype(jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
-
-
-@contextlib.contextmanager
-def x64(enabled: bool = True) -> Iterator[None]:
-    """Temporarily switch JAX's 64-bit mode (restored on exit)."""
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", bool(enabled))
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
+__all__ = ["FLOAT_NAMES", "INT_NAMES", "COMPLEX_NAMES", "ALL_NAMES", "X64_DOWNCAST", "X64_NAMES",
+           "TOLERANCES", "GRAD_TOLERANCES", "name_of", "jax_dtype", "torch_dtype", "kind_of",
+           "tolerance", "accumulation_dtype", "needs_x64", "index_dtype", "x64"]

@@ -1,8 +1,10 @@
-"""Arithmetic over whole pytrees of parameters: model soups and checkpoint averages.
+"""Whole pytrees of parameters: torch-style leaf names, model soups and checkpoint averages.
 
 A checkpoint converted with :func:`torch2jax_ops.dlpack.tree_to_jax` is a
 pytree (an ``OrderedDict`` of arrays); :func:`weighted_sum` combines several
-of them leaf by leaf.
+of them leaf by leaf. :func:`leaf_name` spells a pytree key path the way
+torch names parameters (``layers.0.weight``), which is how ``func``,
+``nn`` and ``parity`` match arrays to torch's ``state_dict`` keys.
 """
 from __future__ import annotations
 
@@ -12,11 +14,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import dtypes
+from . import _dtypes
 
-__all__ = ["weighted_sum"]
+__all__ = ["leaf_name", "weighted_sum"]
 
 INTEGER_LEAVES = ("error", "first", "round")
+
+
+def leaf_name(path: tuple) -> str:
+    """The dotted torch name of a pytree key path: ``(.layers, [0], .weight)`` -> ``"layers.0.weight"``."""
+    parts = []
+    for key in path:
+        for attr in ("name", "key", "idx"):  # GetAttrKey, DictKey / FlattenedIndexKey, SequenceKey
+            if hasattr(key, attr):
+                parts.append(str(getattr(key, attr)))
+                break
+        else:
+            parts.append(str(key))
+    return ".".join(parts)
 
 
 def _where(path) -> str:
@@ -125,7 +140,7 @@ def weighted_sum(trees: Sequence[Any], weights: Any, *, integer_leaves: str = "e
         groups.setdefault((shape, dtype), []).append(i)
 
     for (shape, dtype), positions in groups.items():
-        compute = dtypes.accumulation_dtype(dtype) if jnp.issubdtype(dtype, jnp.inexact) else (
+        compute = _dtypes.accumulation_dtype(dtype) if jnp.issubdtype(dtype, jnp.inexact) else (
             jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
         real = jnp.finfo(compute).dtype  # complex leaves take real weights
         stacked = jnp.stack([jnp.asarray(flat[j][i][1]) for j in range(k) for i in positions])

@@ -7,13 +7,14 @@
   custom autograd Functions on ``jax.custom_vjp``.
 
 ``strict=True`` questions (which outputs depend on which inputs) are answered
-by :mod:`torch2jax_ops.dependence`.
+by :func:`dependencies` (a walk over the jaxpr).
 
 ``torch.autograd.grad(outputs, inputs)`` has no counterpart: JAX records no
 graph, so derivatives are taken of functions (``torch2jax_ops.func.grad``,
 ``jax.grad``), not of tensors. See ``migration_guide/autograd.md``.
 """
 from . import functional
-from .function import Function, FunctionCtx, once_differentiable
+from .._dependence import dependencies
+from ._function import Function, FunctionCtx, once_differentiable
 
-__all__ = ["functional", "Function", "FunctionCtx", "once_differentiable"]
+__all__ = ["functional", "Function", "FunctionCtx", "once_differentiable", "dependencies"]

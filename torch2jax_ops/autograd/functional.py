@@ -31,10 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..func import _check_floating, _float0_zeros, jacobian_blocks
-from ..dependence import dependencies
+from ..func._common import _check_floating, _float0_zeros
+from ..func._jacobian import jacobian_blocks
+from .._dependence import dependencies
 
-from ..dtypes import is_array
+from .._checking import is_array
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -42,17 +43,17 @@ _STRATEGIES = ("forward-mode", "reverse-mode")
 
 
 
-def _as_tuple(value: Any, arg_name: str, fn_name: str) -> tuple[bool, tuple]:
+def _as_tuple(value: Any, arg_name: str, *, op: str) -> tuple[bool, tuple]:
     """(was it a tuple, the tuple of arrays); torch's TypeError for anything else."""
     is_tuple = isinstance(value, tuple)
     items = value if is_tuple else (value,)
     for i, item in enumerate(items):
         if not is_array(item):
-            where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
+            which = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
             hint = (" (a torch tensor: convert it with torch2jax_ops.to_jax)"
                     if type(item).__module__.startswith("torch") else "")
-            raise TypeError(f"The {arg_name} given to {fn_name} must be either an array or a "
-                            f"tuple of arrays but {where} has type {type(item).__name__}{hint}.")
+            raise TypeError(f"The {arg_name} given to {op} must be either an array or a "
+                            f"tuple of arrays but {which} has type {type(item).__name__}{hint}.")
     return is_tuple, tuple(jnp.asarray(x) for x in items)
 
 
@@ -67,45 +68,44 @@ def _unpack(res: tuple, to_unpack: Any) -> Any:
     return res if to_unpack else res[0]
 
 
-def _inputs(inputs: Any, fn_name: str) -> tuple[bool, tuple]:
-    is_tuple, xs = _as_tuple(inputs, "inputs", fn_name)
-    _check_floating(xs, f"{fn_name}: inputs")
+def _inputs(inputs: Any, *, op: str) -> tuple[bool, tuple]:
+    is_tuple, xs = _as_tuple(inputs, "inputs", op=op)
+    _check_floating(xs, op=f"{op}: inputs")
     return is_tuple, xs
 
 
-def _tupled(func: Callable, fn_name: str, record: dict) -> Callable:
+def _tupled(func: Callable, record: dict, *, op: str) -> Callable:
     """``func`` returning a tuple of arrays always; records whether it returned a tuple."""
     def run(*xs):
-        is_tuple, outs = _as_tuple(func(*xs), "outputs of the user-provided function", fn_name)
+        is_tuple, outs = _as_tuple(func(*xs), "outputs of the user-provided function", op=op)
         record["is_tuple"] = is_tuple
         return outs
     return run
 
 
-def _squeezed(out: Any, fn_name: str) -> Any:
+def _squeezed(out: Any, *, op: str) -> Any:
     """``out`` checked to be one one-element array, squeezed to a scalar (torch's hessian)."""
     if isinstance(out, tuple) or not is_array(out):
-        raise RuntimeError(f"The function given to {fn_name} should return a single array")
+        raise RuntimeError(f"The function given to {op} should return a single array")
     if np.size(out) != 1:
-        raise RuntimeError(f"The array returned by the function given to {fn_name} should "
+        raise RuntimeError(f"The array returned by the function given to {op} should "
                            f"contain a single element (got shape {tuple(np.shape(out))})")
     return jnp.reshape(out, ())
 
 
-def _single_output(func: Callable, fn_name: str) -> Callable:
+def _single_output(func: Callable, *, op: str) -> Callable:
     """``func`` returning its one-element output squeezed to a scalar."""
-    return lambda *xs: _squeezed(func(*xs), fn_name)
+    return lambda *xs: _squeezed(func(*xs), op=op)
 
 
-def _check_v(v: Optional[Any], refs: tuple, refs_are_tuple: bool, fn_name: str,
-             side: str) -> tuple:
+def _check_v(v: Optional[Any], refs: tuple, refs_are_tuple: bool, side: str, *, op: str) -> tuple:
     """torch's ``_validate_v`` (and the v=None rule), with ``v`` cast to ``refs``' dtypes."""
     if v is None:
         if len(refs) != 1 or refs[0].size != 1:
             raise RuntimeError(f"The vector v can only be None if the {side} is a single array "
-                               f"with a single element ({fn_name}).")
+                               f"with a single element ({op}).")
         return (jnp.ones_like(refs[0]),)
-    _, v = _as_tuple(v, "v", fn_name)
+    _, v = _as_tuple(v, "v", op=op)
     if len(v) != len(refs):
         if refs_are_tuple:
             raise RuntimeError(f"v is a tuple of invalid length: should be {len(refs)} but got "
@@ -178,11 +178,11 @@ def _strict_create_graph(product_fn: Callable, xs: tuple, what: str = "jacobian"
 def vjp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
         strict: bool = False):
     """``v^T J`` at ``inputs``: returns ``(func_output, vjp)``; ``vjp`` has the inputs' structure."""
-    is_in_tuple, xs = _inputs(inputs, "vjp")
+    is_in_tuple, xs = _inputs(inputs, op="vjp")
     record: dict = {}
-    f = _tupled(func, "vjp", record)
+    f = _tupled(func, record, op="vjp")
     outs, pullback = jax.vjp(f, *xs)
-    v = _check_v(v, outs, record["is_tuple"], "vjp", "output of the user-provided function")
+    v = _check_v(v, outs, record["is_tuple"], "output of the user-provided function", op="vjp")
     if strict:
         deps = dependencies(f, *xs)
         _strict_outputs(deps)
@@ -200,10 +200,10 @@ def jvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
     torch computes it with the double-backward trick; JAX has forward mode,
     which is exact and cheaper. Not available for functions with a custom VJP.
     """
-    is_in_tuple, xs = _inputs(inputs, "jvp")
-    v = _check_v(v, xs, is_in_tuple, "jvp", "input to the user-provided function")
+    is_in_tuple, xs = _inputs(inputs, op="jvp")
+    v = _check_v(v, xs, is_in_tuple, "input to the user-provided function", op="jvp")
     record: dict = {}
-    f = _tupled(func, "jvp", record)
+    f = _tupled(func, record, op="jvp")
     outs, tangents = jax.jvp(f, xs, v)
     if strict:
         deps = dependencies(f, *xs)
@@ -231,9 +231,9 @@ def jacobian(func: Callable, inputs: Any, create_graph: bool = False, strict: bo
         raise ValueError(f'jacobian: strategy must be "forward-mode" or "reverse-mode", got '
                          f'{strategy!r}. "forward-mode" is faster when the function has more '
                          f'outputs than inputs.')
-    is_in_tuple, xs = _inputs(inputs, "jacobian")
+    is_in_tuple, xs = _inputs(inputs, op="jacobian")
     record: dict = {}
-    f = _tupled(func, "jacobian", record)
+    f = _tupled(func, record, op="jacobian")
     mode = "reverse" if strategy == "reverse-mode" else "forward"
     outs, blocks, _ = jacobian_blocks(f, xs, mode=mode)
     if strict:
@@ -259,8 +259,8 @@ def hessian(func: Callable, inputs: Any, create_graph: bool = False, strict: boo
     if outer_jacobian_strategy not in _STRATEGIES:
         raise ValueError(f'hessian: outer_jacobian_strategy must be "forward-mode" or '
                          f'"reverse-mode", got {outer_jacobian_strategy!r}')
-    is_in_tuple, xs = _inputs(inputs, "hessian")
-    scalar = _single_output(func, "hessian")
+    is_in_tuple, xs = _inputs(inputs, op="hessian")
+    scalar = _single_output(func, op="hessian")
     argnums = tuple(range(len(xs)))
     grad_fn = jax.grad(scalar, argnums)
     if strict:
@@ -275,13 +275,13 @@ def hessian(func: Callable, inputs: Any, create_graph: bool = False, strict: boo
 
 
 def _second_order(func: Callable, inputs: Any, v: Any, strict: bool, create_graph: bool,
-                  fn_name: str, product: Callable):
-    is_in_tuple, xs = _inputs(inputs, fn_name)
-    v = _check_v(v, xs, is_in_tuple, fn_name, "input to the user-provided function")
+                  product: Callable, *, op: str):
+    is_in_tuple, xs = _inputs(inputs, op=op)
+    v = _check_v(v, xs, is_in_tuple, "input to the user-provided function", op=op)
 
     def scalar_and_out(*a):  # func's own output rides along as aux: func runs once
         out = func(*a)
-        return _squeezed(out, fn_name), out
+        return _squeezed(out, op=op), out
 
     grad_and_out = jax.grad(scalar_and_out, tuple(range(len(xs))), has_aux=True)
     if strict:
@@ -302,8 +302,7 @@ def _vjp_with_aux(g: Callable, xs: tuple, v: tuple) -> tuple:
 def vhp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
         strict: bool = False):
     """``v^T H`` of a scalar ``func``: ``(func_output, vhp)`` (reverse over reverse)."""
-    return _second_order(func, inputs, v, strict, create_graph, "vhp",
-                         lambda g, xs, v: _vjp_with_aux(g, xs, v))
+    return _second_order(func, inputs, v, strict, create_graph, lambda g, xs, v: _vjp_with_aux(g, xs, v), op="vhp")
 
 
 def hvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
@@ -313,5 +312,4 @@ def hvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
     Equal to :func:`vhp` for twice continuously differentiable functions;
     unlike torch's (double-backward), it costs about what ``vhp`` costs.
     """
-    return _second_order(func, inputs, v, strict, create_graph, "hvp",
-                         lambda g, xs, v: jax.jvp(g, xs, v, has_aux=True)[1:])
+    return _second_order(func, inputs, v, strict, create_graph, lambda g, xs, v: jax.jvp(g, xs, v, has_aux=True)[1:], op="hvp")

@@ -1,20 +1,28 @@
-"""Generic torch module ports, and torch-style names for the arrays of a JAX module.
+"""torch modules as JAX modules, and torch-style names for the arrays of a JAX module.
 
-* :func:`from_torch` converts a torch module tree (``Linear``, activations,
-  ``Dropout``, ``LayerNorm``, ``BatchNorm1d``, ``Sequential``, ``ModuleList``,
-  PyG's ``MLP`` and convs) into equinox modules, weights over DLPack;
-* :mod:`.layers` holds those modules;
+* :func:`from_torch` converts a torch module: registered layers (``Linear``,
+  activations, ``Dropout``, ``LayerNorm``, ``BatchNorm1d``, ``Sequential``,
+  ``ModuleList``, and PyG's layers from :mod:`torch2jax_ops.geometric.nn`)
+  directly, any other module through ``torch.fx``;
+* :func:`register_converter`, :func:`register_function`,
+  :func:`register_method`: add your own ports to the one registry;
+* the equinox modules of the torch.nn layers (``Linear`` ...);
 * naming: a JAX module's array leaves get the dotted names torch gives
   parameters and buffers (attribute names joined by dots, list positions as
   numbers), so an ``mlp.lins[0].weight`` leaf is ``"lins.0.weight"``, exactly
   the ``state_dict`` key of the torch module it was ported from.
 """
-from .convert import UnsupportedModuleError, from_torch, register_converter, supported_modules
-from .layers import (Activation, BatchNorm1d, Dropout, Identity, LayerNorm, Linear, ModuleList,
-                     Sequential)
-from .naming import leaf_name, named_arrays, named_parameters, state_dict
+from . import _functions, _fx, _torch_modules  # noqa: F401  (register the table, fx, converters)
+from ._convert import Converter, UnsupportedModuleError, from_torch, supported_modules
+from ._fx import TracedModule, key_scope
+from ._layers import (Activation, BatchNorm1d, Dropout, Identity, LayerNorm, Linear, ModuleList,
+                      Sequential)
+from ._naming import named_arrays, named_parameters, state_dict
+from ._registry import register_converter, register_function, register_method
+from ..tree import leaf_name
 
-__all__ = ["from_torch", "supported_modules", "register_converter", "UnsupportedModuleError",
+__all__ = ["from_torch", "supported_modules", "register_converter", "register_function",
+           "register_method", "Converter", "UnsupportedModuleError", "TracedModule", "key_scope",
            "Linear", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
            "Sequential", "ModuleList",
            "leaf_name", "named_arrays", "named_parameters", "state_dict"]

@@ -6,10 +6,10 @@ Needs torch installed (``pip install torch2jax_ops[parity]``)::
     result = compare(torch_scatter.scatter_max, torch2jax_ops.scatter_max, src, index)
     print(result)            # a table: every output and gradient, errors vs tolerance
 """
-from .compare import LeafResult, ParityError, ParityResult, assert_parity, compare, compare_arrays
-from .deviations import DEVIATIONS, Deviation
-from .modules import assert_modules_parity, compare_modules
+from ._compare import LeafResult, ParityError, ParityResult, assert_parity, compare, compare_arrays
+from ._deviations import DEVIATIONS, Deviation, deviations_of
+from ._modules import assert_modules_parity, compare_modules
 
 __all__ = ["compare", "assert_parity", "compare_modules", "assert_modules_parity",
            "compare_arrays", "ParityResult", "LeafResult",
-           "ParityError", "DEVIATIONS", "Deviation"]
+           "ParityError", "DEVIATIONS", "Deviation", "deviations_of"]

@@ -24,8 +24,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .. import dtypes as _dtypes
-from .compare import assert_parity
+from .. import _dtypes
+from ._compare import assert_parity
 
 __all__ = ["ScatterInputs", "scatter_inputs", "fuzz_scatter", "INDEX_PATTERNS"]
 
@@ -64,6 +64,20 @@ def _index(rng: np.random.Generator, shape: tuple, groups: int, pattern: str, di
     return ids
 
 
+def values(rng: np.random.Generator, shape: tuple, dtype: str, op: str) -> Any:
+    """Test data as a torch tensor; a 0.5 grid in floats makes ties for min/max."""
+    import torch
+
+    if dtype in _dtypes.INT_NAMES:
+        low, high = (-2, 3) if "mul" in op else (-5, 6)
+        data = rng.integers(low, high, size=shape)
+    elif "mul" in op:
+        data = rng.uniform(0.5, 1.5, size=shape)
+    else:
+        data = np.round(rng.uniform(-3, 3, size=shape) * 2) / 2 + rng.choice([0, 0.25], size=shape)
+    return torch.tensor(data, dtype=torch.float64).to(_dtypes.torch_dtype(dtype))
+
+
 @st.composite
 def scatter_inputs(draw: Callable, dtypes: Sequence[str] = ("float32",), *, max_dims: int = 4,
                    max_side: int = 5, max_groups: int = 6,
@@ -82,8 +96,6 @@ def scatter_inputs(draw: Callable, dtypes: Sequence[str] = ("float32",), *, max_
       near_one: floats in [0.5, 1.5] (for products); otherwise a 0.5 grid in
         [-3, 3] plus 0/0.25, so min/max see ties.
     """
-    from .cases_scatter import values
-
     unknown = sorted(set(patterns) - set(INDEX_PATTERNS))
     if unknown:
         raise ValueError(f"scatter_inputs: unknown index pattern(s) {unknown}; "

@@ -37,13 +37,13 @@ class ParityFixture:
 
     def __call__(self, torch_fn: Callable, jax_fn: Callable, *args: Any, **options: Any) -> Any:
         """:func:`~torch2jax_ops.parity.assert_parity`; returns the result."""
-        from .compare import compare
+        from ._compare import compare
 
         return self._record(compare(torch_fn, jax_fn, *args, **options))
 
     def modules(self, torch_module: Any, jax_module: Any, *args: Any, **options: Any) -> Any:
         """:func:`~torch2jax_ops.parity.assert_modules_parity`; returns the result."""
-        from .modules import compare_modules
+        from ._modules import compare_modules
 
         return self._record(compare_modules(torch_module, jax_module, *args, **options))
 

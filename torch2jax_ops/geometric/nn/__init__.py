@@ -1,15 +1,17 @@
-"""``torch_geometric.nn`` on JAX: convolution layers and MLP as equinox modules.
+"""``torch_geometric.nn`` on JAX: layers as equinox modules, with PyG's math and parameter names.
 
 ``GCNConv``, ``GraphConv``, ``SAGEConv``, ``GINConv``, ``GINEConv``,
-``GATConv`` and ``MLP`` compute what the PyG layers of the same names compute
-in eval mode, with their call signatures and parameter names. Get one from a
-trained PyG layer (weights shared zero-copy over DLPack) with
-:func:`torch2jax_ops.nn.from_torch`; older PyG checkpoints load with
-``GCNConv.from_state_dict`` / ``GATConv.from_state_dict``.
+``GATConv`` and ``MLP`` compute what the PyG layers of the same names
+compute, with their call signatures and parameter names. Importing this
+package registers their converters, so :func:`torch2jax_ops.nn.from_torch`
+turns a trained PyG layer into its port (weights shared zero-copy over
+DLPack); older PyG checkpoints load with ``GCNConv.from_state_dict`` /
+``GATConv.from_state_dict``. The graph readouts ``global_*_pool`` are here
+too, as in PyG.
 """
-from .conv import GCNConv, GINConv, GINEConv, GraphConv, SAGEConv
-from .gat import GATConv
-from .models import MLP, BatchNorm
+from .._pool import global_add_pool, global_max_pool, global_mean_pool
+from ._models import MLP, BatchNorm
+from .conv import GATConv, GCNConv, GINConv, GINEConv, GraphConv, SAGEConv
 
 __all__ = ["GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv", "MLP",
-           "BatchNorm"]
+           "BatchNorm", "global_add_pool", "global_mean_pool", "global_max_pool"]

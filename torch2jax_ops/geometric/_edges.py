@@ -1,0 +1,119 @@
+"""What every graph op shares: edge-index checks, the dropped node slot, gather and aggregate.
+
+PyG's ``MessagePassing`` with ``flow="source_to_target"``: a message travels
+``edge_index[0] -> edge_index[1]``; ``x_j = x[edge_index[0]]`` and messages are
+reduced at the target ``edge_index[1]`` into ``num_nodes`` rows.
+
+The dropped slot
+----------------
+Shapes are static under ``jax.jit``, so where PyG deletes edges (removing
+self-loops, masking padding) we keep them and route them to the node id
+``num_nodes``: one past the last node. Every op here drops such an edge: its
+message reaches no node, its gathered features are zeros, it has no weight in
+a degree, a softmax or a mean. Any other id outside ``[0, num_nodes]`` is an
+error (``IndexError`` when the index is concrete; dropped and reported by
+:func:`torch2jax_ops.checked` when traced): negative ids never wrap around.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
+
+from .. import _dtypes
+from .._checking import REDUCTIONS, as_array, check_reduce, is_traced, static_int
+from ..torch_scatter._gather import take_groups
+from ..torch_scatter._groups import Groups
+
+__all__ = ["edge_array", "node_count", "check_ids", "valid", "gather", "aggregate"]
+
+
+def edge_array(edge_index: Any, num_nodes: Optional[int] = None,
+               name: str = "edge_index", *, op: str) -> jax.Array:
+    """``edge_index`` as a ``[2, E]`` integer array whose ids lie in ``[0, num_nodes]``."""
+    edge_index = as_array(edge_index, name, op=op)
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise ValueError(f"{op}: `{name}` must have shape [2, num_edges] (row 0: sources, row 1: "
+                         f"targets), got {tuple(edge_index.shape)}")
+    if not jnp.issubdtype(edge_index.dtype, jnp.integer):
+        raise TypeError(f"{op}: `{name}` must hold integers, got {edge_index.dtype}")
+    if num_nodes is not None:
+        check_ids(edge_index, num_nodes, name, op=op)
+    return edge_index
+
+
+def node_count(num_nodes: Any, index: jax.Array, name: str = "num_nodes",
+               index_name: str = "edge_index",
+               hint: str = "x.shape[0], or the padded size for padded graphs", *, op: str) -> int:
+    """PyG's ``maybe_num_nodes``: ``num_nodes`` if given, else ``index.max() + 1``.
+
+    The fallback reads the data, so it needs a concrete index; under jit the
+    error names the argument to pass.
+    """
+    size = static_int(num_nodes, name, op=op)
+    if size is not None:
+        return size
+    if is_traced(index):
+        raise ValueError(
+            f"{op}: `{name}` is required under jax.jit / jax.vmap: PyG infers it as "
+            f"{index_name}.max() + 1, a value that cannot become a static shape. Pass "
+            f"{name}=<int> ({hint})")
+    return int(np.asarray(index).max()) + 1 if index.size else 0
+
+
+def check_ids(ids: jax.Array, num_nodes: int, name: str, *, op: str) -> None:
+    """Ids must lie in ``[0, num_nodes]`` (``num_nodes`` is the dropped slot)."""
+    if ids.size == 0:
+        return
+    if is_traced(ids):
+        checkify.debug_check(jnp.all((ids >= 0) & (ids <= num_nodes)),
+                             f"{op}: `{name}` has ids outside [0, {num_nodes}]")
+        return
+    values = np.asarray(ids)
+    lo, hi = int(values.min()), int(values.max())
+    if lo < 0:
+        raise IndexError(f"{op}: `{name}` contains the negative id {lo}; node ids lie in "
+                         f"[0, {num_nodes}) (negative ids never wrap around here)")
+    if hi > num_nodes:
+        raise IndexError(f"{op}: `{name}` contains the node id {hi}, but there are only "
+                         f"{num_nodes} nodes (valid ids [0, {num_nodes}); {num_nodes} itself "
+                         f"marks a dropped edge). Pass the right num_nodes / x")
+
+
+def valid(ids: jax.Array, num_nodes: int) -> jax.Array:
+    """True where an id names a real node (not the dropped slot)."""
+    return (ids >= 0) & (ids < num_nodes)
+
+
+def gather(x: jax.Array, ids: jax.Array) -> jax.Array:
+    """``x[ids]`` along axis 0, zeros for dropped ids (the gradient accumulates as torch's)."""
+    return take_groups(x, ids, 0)
+
+
+def aggregate(messages: jax.Array, index: jax.Array, num_nodes: int, reduce: str = "sum", *,
+              op: str = "aggregate") -> jax.Array:
+    """PyG's ``utils.scatter(messages, index, dim=0, dim_size=num_nodes, reduce=reduce)``.
+
+    ``messages`` ``[E, *F]``, ``index`` ``[E]`` -> ``[num_nodes, *F]``, on the
+    torch_scatter mirror's ``Groups`` planner. Dropped ids reach no node.
+    Empty nodes get 0 for every reduction (PyG's
+    ``scatter_reduce_(include_self=False)`` into zeros), 1 for ``mul``;
+    ``mean`` divides by ``max(count, 1)``; float16/bfloat16 accumulate in
+    float32 and round once. min/max follow torch's native rule (PyG 2.x on
+    CPU): NaN propagates and tied maxima share the gradient evenly.
+    """
+    kind = check_reduce(reduce, REDUCTIONS, "aggr", op=op)
+    aligned = (index.shape[0],) + (1,) * (messages.ndim - 1)
+    groups = Groups(messages, index, 0, num_nodes, aligned, op=op)
+    if kind == "sum":
+        result = groups.sum(messages)
+    elif kind == "mean":
+        result = groups.mean(messages, rounding="trunc")
+    elif kind == "mul":
+        result = groups.prod(messages)
+    else:
+        result = groups.extremum(messages, kind)
+    return groups.from_groups(result)

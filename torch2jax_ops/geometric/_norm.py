@@ -1,0 +1,96 @@
+"""Degrees and GCN's symmetric normalisation: ``degree``, ``gcn_norm``, ``gcn_norm_static``."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+
+from .._checking import as_array
+from ._loops import add_remaining_self_loops, add_remaining_self_loops_static
+from ._edges import aggregate, check_ids, edge_array, gather, node_count
+
+__all__ = ["degree", "gcn_norm", "gcn_norm_static"]
+
+
+def degree(index, num_nodes: Optional[int] = None, dtype: Any = None) -> jax.Array:
+    """PyG's ``degree``: how often each node id occurs in ``index`` (``[E]`` -> ``[N]``).
+
+    ``dtype`` defaults to float32, as in PyG. ``num_nodes`` is needed under jit
+    (else ``index.max() + 1``); the dropped id ``num_nodes`` is not counted.
+    """
+    op = "degree"
+    index = as_array(index, "index", op=op)
+    if index.ndim != 1 or not jnp.issubdtype(index.dtype, jnp.integer):
+        raise ValueError(f"{op}: `index` must be a 1-D integer array (e.g. edge_index[1]), got "
+                         f"shape {tuple(index.shape)} and dtype {index.dtype}")
+    n = node_count(num_nodes, index, index_name="index", op=op)
+    check_ids(index, n, "index", op=op)
+    dtype = jnp.float32 if dtype is None else dtype
+    return jax.ops.segment_sum(jnp.ones(index.shape, dtype), index, n)
+
+
+def _inverse_sqrt(deg: jax.Array) -> jax.Array:
+    """deg ** -0.5 with inf -> 0 (PyG's masked_fill), without a NaN in the gradient at 0."""
+    zero = deg == 0
+    return jnp.where(zero, jnp.zeros((), deg.dtype), jnp.where(zero, 1, deg) ** -0.5)
+
+
+def _normalise(edge_index, edge_weight, n, flow, dtype):
+    if edge_weight is None:
+        edge_weight = jnp.ones((edge_index.shape[1],), dtype or jnp.float32)
+    row, col = edge_index[0], edge_index[1]
+    deg = aggregate(edge_weight, col if flow == "source_to_target" else row, n, "sum")
+    dinv = _inverse_sqrt(deg)
+    return edge_index, gather(dinv, row) * edge_weight * gather(dinv, col)
+
+
+def _arguments(edge_index, edge_weight, num_nodes, flow, *, op):
+    if flow not in ("source_to_target", "target_to_source"):
+        raise ValueError(f"{op}: `flow` must be 'source_to_target' or 'target_to_source', "
+                         f"got {flow!r}")
+    edge_index = edge_array(edge_index, op=op)
+    n = node_count(num_nodes, edge_index, op=op)
+    edge_array(edge_index, n, op=op)
+    if edge_weight is not None:
+        edge_weight = as_array(edge_weight, "edge_weight", op=op)
+        if edge_weight.shape != (edge_index.shape[1],):
+            raise ValueError(f"{op}: `edge_weight` must have shape [num_edges] = "
+                             f"({edge_index.shape[1]},), got {tuple(edge_weight.shape)}")
+    return edge_index, edge_weight, n
+
+
+def gcn_norm(edge_index, edge_weight=None, num_nodes: Optional[int] = None,
+             improved: bool = False, add_self_loops: bool = True,
+             flow: str = "source_to_target", dtype: Any = None):
+    """PyG's ``gcn_norm``: ``w_ij = deg_i^-1/2 * w_ij * deg_j^-1/2`` over in-degrees.
+
+    With ``add_self_loops`` it first calls :func:`add_remaining_self_loops`
+    (loop weight 2 if ``improved`` else 1; with ``edge_weight=None`` every weight
+    is 1 and ``improved`` has no effect: PyG's quirk, kept). Degrees of 0 give
+    0 instead of inf. Returns ``(edge_index, edge_weight)`` as PyG does; with
+    self-loops the edge count depends on the data, so under jit use
+    :func:`gcn_norm_static`.
+    """
+    op = "gcn_norm"
+    edge_index, edge_weight, n = _arguments(edge_index, edge_weight, num_nodes, flow, op=op)
+    if add_self_loops:
+        edge_index, edge_weight = add_remaining_self_loops(
+            edge_index, edge_weight, 2.0 if improved else 1.0, n)
+    return _normalise(edge_index, edge_weight, n, flow, dtype)
+
+
+def gcn_norm_static(edge_index, edge_weight=None, *, num_nodes: int, improved: bool = False,
+                    add_self_loops: bool = True, flow: str = "source_to_target",
+                    dtype: Any = None):
+    """:func:`gcn_norm` with a static shape, for jit: ``E + N`` edge slots with self-loops.
+
+    Existing loops sit in the dropped slot (id ``num_nodes``, weight 0); the
+    appended loops carry their weights. Node outputs equal :func:`gcn_norm`'s.
+    """
+    op = "gcn_norm_static"
+    edge_index, edge_weight, n = _arguments(edge_index, edge_weight, num_nodes, flow, op=op)
+    if add_self_loops:
+        edge_index, edge_weight = add_remaining_self_loops_static(
+            edge_index, edge_weight, 2.0 if improved else 1.0, num_nodes=n)
+    return _normalise(edge_index, edge_weight, n, flow, dtype)

@@ -1,0 +1,50 @@
+"""Graph-level readout: ``global_add_pool``, ``global_mean_pool``, ``global_max_pool``."""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax.numpy as jnp
+
+from .._checking import as_array
+from ._edges import aggregate, check_ids, node_count
+
+__all__ = ["global_add_pool", "global_mean_pool", "global_max_pool"]
+
+
+def _pool(reduce: str, x, batch, size, *, op: str):
+    x = as_array(x, "x", op=op)
+    if x.ndim == 0:
+        raise ValueError(f"{op}: `x` must have at least one dimension (nodes), got a 0-d array")
+    axis = x.ndim - 1 if x.ndim == 1 else x.ndim - 2
+    if batch is None:
+        keep = x.ndim <= 2
+        return {"sum": jnp.sum, "mean": jnp.mean, "max": jnp.max}[reduce](
+            x, axis=axis, keepdims=keep)
+    batch = as_array(batch, "batch", op=op)
+    if batch.shape != (x.shape[axis],) or not jnp.issubdtype(batch.dtype, jnp.integer):
+        raise ValueError(f"{op}: `batch` must be a 1-D integer array with one graph id per node "
+                         f"({x.shape[axis]}), got shape {tuple(batch.shape)}, dtype {batch.dtype}")
+    b = node_count(size, batch, name="size", index_name="batch",
+                   hint="the number of graphs; padded batches: PaddedGraph.num_graphs", op=op)
+    check_ids(batch, b, "batch", op=op)
+    out = aggregate(jnp.moveaxis(x, axis, 0), batch, b, reduce, op=op)
+    return jnp.moveaxis(out, 0, axis)
+
+
+def global_add_pool(x, batch=None, size: Optional[int] = None):
+    """Per-graph sum of node features: ``x [N, F]``, ``batch [N]`` -> ``[B, F]``.
+
+    ``batch=None`` sums all nodes into ``[1, F]``. ``size`` (the number of graphs
+    B) is needed under jit; graph id ``size`` is the dropped (padding) graph.
+    """
+    return _pool("sum", x, batch, size, op="global_add_pool")
+
+
+def global_mean_pool(x, batch=None, size: Optional[int] = None):
+    """Per-graph mean of node features (empty graphs give 0); see :func:`global_add_pool`."""
+    return _pool("mean", x, batch, size, op="global_mean_pool")
+
+
+def global_max_pool(x, batch=None, size: Optional[int] = None):
+    """Per-graph max of node features (empty graphs give 0); see :func:`global_add_pool`."""
+    return _pool("max", x, batch, size, op="global_max_pool")

@@ -1,0 +1,81 @@
+"""PyG's ``GINConv`` and ``GINEConv`` (graph isomorphism networks) as equinox modules."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ...._checking import as_array
+from ....nn import Converter, Linear, register_converter
+from ..._edges import aggregate, gather
+from .._common import check_aggr, check_flow, checked_edges, edge_values, pair, weighted
+
+__all__ = ['GINConv', 'GINEConv']
+
+_PYG = "torch_geometric.nn"
+
+
+class GINConv(eqx.Module):
+    """``torch_geometric.nn.GINConv``: ``nn((1 + eps) x_i + sum_j x_j)``.
+
+    ``eps [1]`` is trained only with ``train_eps`` (else no gradient reaches it,
+    as for PyG's buffer). ``__call__(x, edge_index) -> nn's output``.
+    """
+    nn: Any
+    eps: jax.Array
+    train_eps: bool = eqx.field(static=True, default=False)
+
+    def _combine(self, out, x_dst):
+        eps = self.eps if self.train_eps else jax.lax.stop_gradient(self.eps)
+        if x_dst is not None:
+            out = out + (1 + eps) * x_dst
+        return self.nn(out)
+
+    def __call__(self, x, edge_index):
+        op = "GINConv"
+        x_src, x_dst = pair(x, op=op)
+        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
+        return self._combine(aggregate(gather(x_src, edge_index[0]), edge_index[1], n), x_dst)
+
+
+class GINEConv(GINConv):
+    """``torch_geometric.nn.GINEConv``: ``nn((1 + eps) x_i + sum_j relu(x_j + lin(e_ji)))``.
+
+    ``lin`` (``[F_in, edge_dim]`` with bias) exists when PyG's ``edge_dim`` was
+    given; without it ``edge_attr`` must already have ``F_in`` columns.
+    ``__call__(x, edge_index, edge_attr) -> nn's output``.
+    """
+    lin: Optional[Linear] = None
+
+    def __call__(self, x, edge_index, edge_attr=None):
+        op = "GINEConv"
+        x_src, x_dst = pair(x, op=op)
+        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
+        if edge_attr is None:
+            raise ValueError(f"{op}: `edge_attr` is required ([num_edges, edge_dim])")
+        if self.lin is None and x_src.shape[-1] != edge_attr.shape[-1]:
+            raise ValueError(f"{op}: node and edge feature sizes do not match ({x_src.shape[-1]} "
+                             f"vs {edge_attr.shape[-1]}); PyG needs edge_dim=... for that")
+        if self.lin is not None:
+            edge_attr = self.lin(edge_attr)
+        n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
+        messages = jax.nn.relu(gather(x_src, edge_index[0]) + edge_attr)
+        return self._combine(aggregate(messages, edge_index[1], n), x_dst)
+
+
+@register_converter(f"{_PYG}.conv.gin_conv.GINConv")
+def _gin(m, ctx: Converter):
+    check_flow(m, ctx)
+    return GINConv(ctx.child(m.nn, "nn"), ctx.array(m.eps), train_eps=m.eps.requires_grad)
+
+
+@register_converter(f"{_PYG}.conv.gin_conv.GINEConv")
+def _gine(m, ctx: Converter):
+    check_flow(m, ctx)
+    lin = ctx.child(m.lin, "lin") if getattr(m, "lin", None) is not None else None
+    return GINEConv(ctx.child(m.nn, "nn"), ctx.array(m.eps), train_eps=m.eps.requires_grad,
+                    lin=lin)

@@ -1,0 +1,55 @@
+"""PyG's ``SAGEConv`` (GraphSAGE) as an equinox module, with its converter."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ...._checking import as_array
+from ....nn import Converter, Linear, register_converter
+from ..._edges import aggregate, gather
+from .._common import check_aggr, check_flow, checked_edges, edge_values, pair, weighted
+
+__all__ = ['SAGEConv']
+
+_PYG = "torch_geometric.nn"
+
+
+class SAGEConv(eqx.Module):
+    """``torch_geometric.nn.SAGEConv``: ``lin_l(mean_j x_j) + lin_r(x_i)``, optionally L2-normalised.
+
+    With ``project``, neighbours are first mapped by ``relu(lin(x_j))`` (the root
+    term keeps the raw ``x``). ``__call__(x, edge_index) -> [N_dst, F_out]``.
+    """
+    lin_l: Linear
+    lin_r: Optional[Linear]
+    lin: Optional[Linear] = None
+    aggr: str = eqx.field(static=True, default="mean")
+    normalize: bool = eqx.field(static=True, default=False)
+
+    def __call__(self, x, edge_index):
+        op = "SAGEConv"
+        x_src, x_dst = pair(x, op=op)
+        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        if self.lin is not None:
+            x_src = jax.nn.relu(self.lin(x_src))
+        n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
+        out = self.lin_l(aggregate(gather(x_src, edge_index[0]), edge_index[1], n, self.aggr, op=op))
+        if self.lin_r is not None and x_dst is not None:
+            out = out + self.lin_r(x_dst)
+        if self.normalize:  # F.normalize(p=2, dim=-1, eps=1e-12)
+            norm = jnp.linalg.norm(out, axis=-1, keepdims=True)
+            out = out / jnp.maximum(norm, 1e-12)
+        return out
+
+
+@register_converter(f"{_PYG}.conv.sage_conv.SAGEConv")
+def _sage(m, ctx: Converter):
+    check_flow(m, ctx)
+    return SAGEConv(ctx.child(m.lin_l, "lin_l"),
+                    ctx.child(m.lin_r, "lin_r") if m.root_weight else None,
+                    ctx.child(m.lin, "lin") if m.project else None,
+                    aggr=check_aggr(m, ctx, ("add", "sum", "mean", "max", "min", "mul")),
+                    normalize=m.normalize)

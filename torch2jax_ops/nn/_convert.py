@@ -1,0 +1,140 @@
+"""``from_torch``: a torch module as a JAX module, weights shared over DLPack.
+
+A module whose exact class has a registered converter (:mod:`._registry`) is
+converted by it; any other module is traced with ``torch.fx`` (:mod:`._fx`),
+its registered submodules kept as leaves, and its forward interpreted in JAX.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import jax
+
+from ..dlpack import Placement, default_device
+from ._registry import class_path, converter_for, converters, fallback
+
+__all__ = ["from_torch", "Converter", "UnsupportedModuleError", "supported_modules",
+           "state_arrays"]
+
+
+class UnsupportedModuleError(TypeError):
+    """A torch module (or a setting of one, or an op in its forward) with no JAX port here."""
+
+
+def supported_modules() -> list[str]:
+    """The torch classes with a registered converter (every other module goes through fx)."""
+    return sorted(converters())
+
+
+class Converter:
+    """What a converter needs: arrays placed by the placement rule, children, where it sits.
+
+    One ``Converter`` tree serves one :func:`from_torch` call: arrays are
+    memoised by tensor, so a weight shared by two submodules (tied weights)
+    becomes one JAX array, and ``functional_call`` keeps them tied.
+    """
+
+    def __init__(self, copy: Optional[bool] = None, path: str = "",
+                 device: Placement = None, memo: Optional[dict] = None):
+        self.copy, self.path = copy, path
+        self.device = default_device() if device is None else device
+        self.memo: dict = {} if memo is None else memo
+
+    def where(self, module: Any) -> str:
+        return f"`{self.path or '(root)'}` ({class_path(type(module))})"
+
+    def array(self, tensor: Any) -> Any:
+        """A parameter or buffer as a JAX array on the target device; None stays None.
+
+        Zero-copy when the tensor already lives there (a CPU checkpoint on a
+        CPU machine); one transfer otherwise (a CPU checkpoint, a GPU run).
+        """
+        if tensor is None:
+            return None
+        key = id(tensor)
+        if key in self.memo:
+            return self.memo[key][1]
+        from ..dlpack import to_jax
+        try:
+            array = to_jax(tensor, copy=self.copy, device=self.device)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"from_torch: {self.path or '(root)'}: {exc}") from None
+        self.memo[key] = (tensor, array)  # keep the tensor alive: ids are unique while it is
+        return array
+
+    def child(self, module: Any, name: str) -> Any:
+        """Convert the submodule ``name`` of the current module."""
+        sub = Converter(self.copy, f"{self.path}.{name}" if self.path else str(name),
+                        self.device, self.memo)
+        return sub.convert(module)
+
+    def unsupported(self, module: Any, why: str) -> UnsupportedModuleError:
+        return UnsupportedModuleError(f"from_torch: cannot convert {self.where(module)}: {why}")
+
+    def eval_only(self, module: Any, why: str) -> None:
+        """Refuse a module in training mode whose eval behaviour differs (dropout, batch norm)."""
+        if module.training:
+            raise ValueError(f"from_torch: {self.where(module)} is in training mode, where "
+                             f"{why}; the JAX port computes eval mode. Call model.eval() first")
+
+    def convert(self, module: Any) -> Any:
+        """The registered converter of ``module``'s exact class, else the fx path."""
+        fn = converter_for(type(module)) or fallback()
+        if fn is None:
+            raise self.unsupported(module, "no converter is registered for its class")
+        return fn(module, self)
+
+
+def state_arrays(state: dict, *, copy: Optional[bool] = None, device: Placement = None,
+                 renames: Optional[dict] = None) -> dict:
+    """A ``state_dict``'s tensors as JAX arrays placed by the placement rule, old key names
+    translated by ``renames`` (what ``from_state_dict`` readers of old checkpoints use)."""
+    from ..dlpack import tree_to_jax
+
+    renames = renames or {}
+    return tree_to_jax({renames.get(key, key): value for key, value in state.items()},
+                       copy=copy, device=device)
+
+
+def from_torch(module: Any, *, copy: Optional[bool] = None, device: Placement = None) -> Any:
+    """The JAX port of a torch module: registered layers directly, anything else through fx.
+
+    Layers with a converter (``torch.nn``'s ``Linear``, activations, norms,
+    containers; PyG's convs, ``MLP``, norms ...: :func:`supported_modules`)
+    become the matching equinox module. Any other module -- your ``Net`` with
+    its own ``forward``, your own ``MessagePassing`` layer -- is traced with
+    ``torch.fx``: registered submodules stay whole, every function and method
+    in the forward is looked up once, now, in the mapping table, and the port
+    replays the graph in JAX (under ``jax.jit`` it costs what a hand-written
+    port costs).
+
+    Args:
+      module: a ``torch.nn.Module``. Training mode converts too: dropout then
+        needs a key (``port(x, key=key)``) and batch norm uses the batch's
+        statistics (:func:`torch2jax_ops.nn.stateful_call` returns the updated
+        running statistics).
+      copy: as :func:`torch2jax_ops.to_jax`: ``None`` shares memory where it
+        can (later in-place torch updates then show in the JAX arrays), ``True``
+        copies.
+      device: where the weights go: JAX's default device by default (the GPU
+        when JAX has one), or a ``jax.Device`` / ``jax.sharding.Sharding``.
+
+    Returns:
+      A JAX module (a pytree) whose array names are the torch module's
+      ``state_dict`` keys (:func:`torch2jax_ops.nn.state_dict`).
+
+    Raises:
+      UnsupportedModuleError: naming the module path, its class and -- for an
+      op in a forward -- your file and line, with what to do.
+    """
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"from_torch: expected a torch.nn.Module, got {type(module).__name__}"
+                        + (" (a torch function: wrap it in a Module, or use as_jax)"
+                           if callable(module) else ""))
+    if device is not None and not isinstance(device, (jax.Device, jax.sharding.Sharding)):
+        raise TypeError(f"from_torch: `device` must be a jax.Device or a jax.sharding.Sharding, "
+                        f"got {device!r} (torch devices are not JAX devices: use "
+                        f"jax.devices()[i])")
+    return Converter(copy, device=device).convert(module)

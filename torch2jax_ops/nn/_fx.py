@@ -1,0 +1,607 @@
+"""The fx path of ``from_torch``: any torch module, its forward replayed in JAX.
+
+How it works. A module with no converter of its own becomes a
+:class:`TracedModule`: its registered submodules are converted (they stay
+whole: ``call_module`` leaves), its other parameters and buffers become JAX
+arrays under their torch names. Calling the port runs the module's own
+``forward`` under a ``torch.fx`` tracer whose proxies carry JAX values
+("lockstep" tracing): every ``call_function`` / ``call_method`` node is looked
+up once in the mapping table (:mod:`._registry`) and evaluated in JAX on the
+spot. So
+
+* shapes are concrete while the forward runs: ``x.size(-1)``, ``x.dim() == 1``,
+  ``isinstance(x, Tensor)``, loops over ``range(x.size(0))`` work as in torch;
+* control flow on a tensor's *values* raises, naming your file and line
+  (one compiled program serves every input, so it cannot branch on data);
+* under ``jax.jit`` all of this happens once, while JAX traces: the compiled
+  program is the JAX ops alone, as a hand-written port would be.
+
+Arguments that are not arrays (``None``, ints, strings, flags) are seen by the
+forward as they are; arrays and containers of them become proxies.
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import contextvars
+import importlib
+import inspect
+import operator
+import os
+from typing import Any, Callable, Iterator, Optional
+
+import jax
+import numpy as np
+
+from .._checking import is_array
+from ._convert import Converter, UnsupportedModuleError
+from ._registry import (class_path, converter_for, functions, methods, register_fallback,
+                        register_function)
+
+__all__ = ["TracedModule", "convert_traced", "key_scope", "next_key", "resolve", "user_frame",
+           "Unsupported", "trace_with"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ----------------------------------------------------------------------- randomness
+
+_KEY: contextvars.ContextVar = contextvars.ContextVar("torch2jax_ops_key", default=None)
+
+
+@contextlib.contextmanager
+def key_scope(key: Any) -> Iterator[None]:
+    """Within the block, random ops (dropout in training mode) draw subkeys of ``key``.
+
+    Each draw folds a running counter into ``key``, so the same key gives the
+    same masks in the same order, and no two ops share one.
+    """
+    token = _KEY.set(None if key is None else [key, 0])
+    try:
+        yield
+    finally:
+        _KEY.reset(token)
+
+
+def next_key(op: str) -> jax.Array:
+    """A fresh subkey for a random op, from the innermost :func:`key_scope`."""
+    state = _KEY.get()
+    if state is None:
+        raise ValueError(
+            f"{op}: this module is in training mode and draws random numbers (dropout), so it "
+            f"needs a PRNG key: call the port with key=jax.random.key(seed) (a new key per "
+            f"step), or convert the torch module after model.eval()")
+    state[1] += 1
+    return jax.random.fold_in(state[0], state[1])
+
+
+# --------------------------------------------------------------------- the mapping
+
+def resolve(path: str) -> Any:
+    """The object at a dotted path (``"torch.nn.functional.relu"``), importing its module.
+
+    ``None`` when the library or the name does not exist (a table entry for a
+    library that is not installed is simply unused).
+    """
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[cut:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return None
+        return obj
+    return None
+
+
+class _Table:
+    """The registry resolved to objects: ``id(torch function) -> JAX implementation``."""
+
+    def __init__(self) -> None:
+        self.size = -1
+        self.by_id: dict[int, Callable] = {}
+        self.keep: list = []  # the resolved objects, alive while their ids are keys
+        self.autowrap: tuple = ()
+        self.modules: list = []
+
+    def refresh(self) -> "_Table":
+        table = functions()
+        if len(table) == self.size:
+            return self
+        by_id, keep, wrap, modules = {}, [], [], []
+        for path, impl in table.items():
+            obj = resolve(path)
+            if obj is None:
+                continue
+            by_id[id(obj)] = impl
+            keep.append(obj)
+            # Python functions outside torch run their body on proxies unless fx
+            # records them as one call (torch's own dispatch through __torch_function__)
+            if inspect.isfunction(obj) and not obj.__module__.startswith("torch."):
+                wrap.append(obj)
+                home = importlib.import_module(path.rsplit(".", 1)[0])
+                if home not in modules:
+                    modules.append(home)
+        self.by_id, self.keep, self.autowrap, self.modules = by_id, keep, tuple(wrap), modules
+        self.size = len(table)
+        return self
+
+
+_TABLE = _Table()
+
+
+# ------------------------------------------------------------------- where it failed
+
+def user_frame(stack_trace: Optional[str]) -> str:
+    """``file:line (function): code`` of the innermost frame outside torch and this package."""
+    if not stack_trace:
+        return "an unknown line"
+    lines = stack_trace.strip().splitlines()
+    found = None
+    for i, line in enumerate(lines):
+        text = line.strip()
+        if not text.startswith("File "):
+            continue
+        path = text.split('"')[1] if '"' in text else ""
+        inside = (f"{os.sep}torch{os.sep}" in path or path.startswith(_PACKAGE_DIR)
+                  or f"{os.sep}torch_geometric{os.sep}" in path)
+        if not inside:
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            where = text[len("File "):].replace('"', "").replace(", line ", ":")
+            found = f"{where}: {code}" if code else where
+    return found or lines[0].strip()
+
+
+def _error(node: Any, message: str) -> UnsupportedModuleError:
+    return UnsupportedModuleError(f"{message} -- at {user_frame(node.meta.get('stack_trace'))}")
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    module = getattr(target, "__module__", None) or ""
+    module = {"_operator": "operator"}.get(module, module)
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    if module == "builtins" or not module:
+        return name if module == "" else f"builtins.{name}"
+    return f"{module}.{name}"
+
+
+# --------------------------------------------------------------------- the tracer
+
+#: Tensor attributes that are data, not methods: read them on the spot.
+_DATA_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "T", "mT", "is_cuda",
+                              "requires_grad", "layout", "is_sparse", "data", "real", "imag"})
+
+
+def _make_tracer_class() -> type:
+    import torch
+    import torch.fx as fx
+
+    class _Value(fx.Proxy):
+        """A proxy carrying its JAX value: shapes and Python scalars behave concretely."""
+
+        @property
+        def value(self) -> Any:
+            return self.tracer.values[self.node]
+
+        @property
+        def __class__(self):  # isinstance(x, torch.Tensor) holds for array values
+            if is_array(self.tracer.values.get(self.node)):
+                return torch.Tensor
+            return type(self)
+
+        def __getattr__(self, k: str) -> Any:
+            if k.startswith("_"):  # torch's private flags (Parameter's _is_param ...)
+                raise AttributeError(k)
+            if k in _DATA_ATTRIBUTES:
+                return self.tracer.create_proxy("call_function", builtins.getattr, (self, k), {})
+            return super().__getattr__(k)
+
+        def _scalar(self, kind: type) -> Any:
+            v = self.value
+            if isinstance(v, (bool, int, float, np.integer, np.floating, np.bool_)):
+                return kind(v)
+            raise _error(self.node, f"a tensor's value is used as a Python {kind.__name__} "
+                                    f"(.item(), int(x), range(x) ...): under JAX the value is "
+                                    f"not known while the program is built")
+
+        def __index__(self) -> int:
+            return self._scalar(int)
+
+        def __int__(self) -> int:
+            return self._scalar(int)
+
+        def __float__(self) -> float:
+            return self._scalar(float)
+
+        def __len__(self) -> int:
+            v = self.value
+            if isinstance(v, (tuple, list, dict)):
+                return len(v)
+            if is_array(v) and v.ndim:
+                return int(v.shape[0])
+            raise _error(self.node, f"len() of a {type(v).__name__}")
+
+    class _Tracer(fx.Tracer):
+        def __init__(self, program: "_Program", arrays: dict, submodules: dict):
+            table = _TABLE.refresh()
+            super().__init__(autowrap_functions=table.autowrap)
+            self._autowrap_search.extend(table.modules)
+            self.record_stack_traces = True
+            self.program, self.arrays, self.submodules = program, arrays, submodules
+            self.table = table
+            self.values: dict = {}
+            self.inputs: list = []
+            self.named_tensors: dict = {}
+
+        # -- structure
+        def is_leaf_module(self, m: Any, qualname: str) -> bool:
+            return self.program.is_leaf(m)
+
+        def proxy(self, node: Any) -> Any:
+            return _Value(node, self)
+
+        # -- values
+        def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None,
+                         proxy_factory_fn=None):
+            proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr,
+                                         proxy_factory_fn)
+            node = proxy.node
+            if kind == "placeholder":
+                self.values[node] = self.inputs.pop(0)
+            else:
+                self.values[node] = self.evaluate(node)
+            return proxy
+
+        def create_arg(self, a: Any) -> Any:
+            if isinstance(a, fx.Proxy):  # before fx's Tensor branch: our proxies pass as tensors
+                return a.node
+            if isinstance(a, torch.Tensor):
+                node = self.create_node("get_attr", self._tensor_name(a), (), {})
+                self.values[node] = self._tensor_value(node, a)
+                return node
+            return super().create_arg(a)
+
+        def _tensor_name(self, a: Any) -> str:
+            if not self.named_tensors:
+                root = self.root
+                self.named_tensors = {id(t): n for n, t in
+                                      list(root.named_parameters()) + list(root.named_buffers())}
+            return self.named_tensors.get(id(a), f"_constant_{id(a):x}")
+
+        def _tensor_value(self, node: Any, tensor: Any) -> Any:
+            if node.target in self.arrays:
+                return self.arrays[node.target]
+            return self.program.constant(tensor)
+
+        def evaluate(self, node: Any) -> Any:
+            import torch.fx as fx
+
+            def value(n: Any) -> Any:
+                return self.values[n]
+
+            args = fx.node.map_arg(node.args, value)
+            kwargs = fx.node.map_arg(node.kwargs, value)
+            if node.op == "get_attr":
+                if node.target in self.arrays:
+                    return self.arrays[node.target]
+                attr = self.root
+                for part in node.target.split("."):
+                    attr = getattr(attr, part)
+                return self.program.constant(attr) if isinstance(attr, torch.Tensor) else attr
+            if node.op == "call_module":
+                module = self.submodules.get(node.target)
+                if module is None:
+                    raise _error(node, f"{self.program.name}: the submodule `{node.target}` "
+                                       f"has no port")
+                return _call(module, args, kwargs, node)
+            if node.op == "call_method":
+                impl = self.program.methods.get(node.target)
+                if impl is None:
+                    raise _error(node, f"{self.program.name}: no JAX mapping for the tensor "
+                                       f"method `.{node.target}()`. Add one with "
+                                       f"torch2jax_ops.nn.register_method('{node.target}')")
+                return _call(impl, args, kwargs, node)
+            impl = self.table.by_id.get(id(node.target))
+            if impl is None:
+                name = _target_name(node.target)
+                raise _error(node, f"{self.program.name}: no JAX mapping for `{name}`. Add "
+                                   f"one with @torch2jax_ops.nn.register_function('{name}') on "
+                                   f"a JAX function with the same signature, or port this "
+                                   f"module by hand (register_converter)")
+            return _call(impl, args, kwargs, node)
+
+        # -- Python protocols on proxies
+        def to_bool(self, obj: Any) -> bool:
+            v = self.values[obj.node]
+            if isinstance(v, (bool, int, np.bool_, np.integer)):
+                return bool(v)
+            raise _error(obj.node, f"{self.program.name}: control flow on a tensor's values "
+                                   f"(an `if`/`while`/`and` on a comparison of tensors). One "
+                                   f"compiled JAX program serves every input, so it cannot "
+                                   f"branch on data: use torch.where in the model, or port "
+                                   f"this module by hand (register_converter)")
+
+        def iter(self, obj: Any) -> Iterator:
+            v = self.values[obj.node]
+            if isinstance(v, (tuple, list)) and all(not is_array(e) for e in v):
+                return iter(v)
+            return iter([obj[i] for i in range(len(obj))])
+
+        def keys(self, obj: Any) -> Any:
+            v = self.values[obj.node]
+            if isinstance(v, dict):
+                return list(v.keys())
+            return super().keys(obj)
+
+        # -- the root's arguments: our values, not fx's signature rules
+        def create_args_for_root(self, root_fn, is_module, concrete_args=None):
+            bound = self.program.bind(self.call_args, self.call_kwargs)
+            args = [self.root]
+            positional, keywords = [], {}
+            for param, arg in bound:
+                built = self._build(param.name, arg)
+                if param.kind == param.KEYWORD_ONLY:
+                    keywords[param.name] = built
+                elif param.kind == param.VAR_POSITIONAL:
+                    positional.extend(built)
+                elif param.kind == param.VAR_KEYWORD:
+                    keywords.update(built)
+                else:
+                    positional.append(built)
+
+            def fn(root: Any, *a: Any) -> Any:
+                return root_fn(root, *a, **keywords)
+            return fn, args + positional
+
+        def _build(self, name: str, arg: Any) -> Any:
+            if is_array(arg):
+                self.inputs.append(arg)
+                return self.create_proxy("placeholder", name, (), {})
+            if isinstance(arg, (tuple, list)) and any(_holds_array(a) for a in arg):
+                return type(arg)(self._build(f"{name}_{i}", a) for i, a in enumerate(arg))
+            if isinstance(arg, dict) and any(_holds_array(a) for a in arg.values()):
+                return {k: self._build(f"{name}_{k}", a) for k, a in arg.items()}
+            if _holds_array(arg):  # an object with array attributes (a Data-like batch)
+                self.inputs.append(arg)
+                return self.create_proxy("placeholder", name, (), {})
+            return arg
+
+    return _Tracer
+
+
+def _holds_array(x: Any) -> bool:
+    return any(is_array(leaf) for leaf in jax.tree_util.tree_leaves(x))
+
+
+def _call(fn: Callable, args: tuple, kwargs: dict, node: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except UnsupportedModuleError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - re-raised with the user's line attached
+        note = f"while running {_target_name(node.target)} at " \
+               f"{user_frame(node.meta.get('stack_trace'))}"
+        if hasattr(exc, "add_note") and note not in getattr(exc, "__notes__", ()):
+            exc.add_note(note)
+        raise
+
+
+_TRACER: list = []
+
+
+def _tracer_class() -> type:
+    if not _TRACER:
+        _TRACER.append(_make_tracer_class())
+    return _TRACER[0]
+
+
+def trace_with(program: "_Program", arrays: dict, submodules: dict, args: tuple,
+               kwargs: dict, patches: Optional[Callable] = None) -> Any:
+    """Run ``program``'s torch forward on JAX values; returns the output (JAX values)."""
+    import torch.fx as fx
+
+    tracer = _tracer_class()(program, arrays, submodules)
+    tracer.call_args, tracer.call_kwargs = args, kwargs
+    root = program.torch_module
+    tracer.traced_func_name = program.method
+    with (patches(tracer) if patches is not None else contextlib.nullcontext()):
+        graph = tracer.trace(root)
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    return fx.node.map_arg(output.args[0], lambda n: tracer.values[n])
+
+
+# ---------------------------------------------------------------------- the port
+
+class _Program:
+    """What a :class:`TracedModule` replays: the torch module's code, never its weights."""
+
+    def __init__(self, torch_module: Any, path: str, device: Any, method: str = "forward"):
+        self.torch_module, self.path, self.device, self.method = torch_module, path, device, method
+        self.name = f"{type(torch_module).__name__}.{method}" + (f" (`{path}`)" if path else "")
+        self.signature = inspect.signature(getattr(type(torch_module), method))
+        self.constants: dict = {}
+        self.methods = methods()
+
+    def is_leaf(self, m: Any) -> bool:
+        return is_leaf(m)
+
+    def bind(self, args: tuple, kwargs: dict) -> list:
+        """(parameter, value) for every parameter of the forward after ``self``."""
+        params = list(self.signature.parameters.values())[1:]
+        sig = self.signature.replace(parameters=params)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.name}{sig}: {exc} (the port takes the torch forward's "
+                            f"arguments, as JAX arrays)") from None
+        bound.apply_defaults()
+        return [(sig.parameters[k], v) for k, v in bound.arguments.items()]
+
+    def constant(self, tensor: Any) -> Any:
+        """A tensor the forward reads from outside its parameters, as a JAX constant (cached)."""
+        key = id(tensor)
+        if key not in self.constants:
+            from ..dlpack import to_jax
+            self.constants[key] = (tensor, to_jax(tensor, device=self.device))
+        return self.constants[key][1]
+
+
+class Unsupported:
+    """A submodule with no port, kept so that the error comes only if the forward uses it."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedModuleError(self.message)
+
+    def __repr__(self) -> str:
+        return f"Unsupported({self.message.split(':')[0]})"
+
+
+class TracedModule:
+    """The port of a torch module without a converter of its own (the fx path).
+
+    A pytree whose children carry the torch names: converted submodules (by
+    their dotted path, ``"convs.0"``) and the other parameters and buffers
+    (``"alpha"``, ``"block.scale"``), so ``nn.state_dict(port)`` has the torch
+    ``state_dict``'s keys. Calling it runs the torch forward's code on JAX
+    values (see the module docstring). ``key=`` feeds the random ops of
+    training mode. ``port["convs.0"]`` (or ``port.conv1``) is a submodule.
+    """
+
+    __slots__ = ("_children", "_program")
+
+    def __init__(self, children: dict, program: _Program):
+        object.__setattr__(self, "_children", dict(children))
+        object.__setattr__(self, "_program", program)
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        _register_pytree(cls)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._children[name]
+
+    def __getattr__(self, name: str) -> Any:
+        children = object.__getattribute__(self, "_children")
+        if name in children:
+            return children[name]
+        raise AttributeError(f"{type(self).__name__} of {self._program.name} has no "
+                             f"attribute {name!r}; its children are {sorted(children)}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable (a pytree): use "
+                             f"equinox.tree_at or torch2jax_ops.func.functional_call")
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={type(v).__name__}" for k, v in self._children.items())
+        return f"{type(self).__name__}[{self._program.name}]({inner})"
+
+    def _split(self) -> tuple[dict, dict]:
+        arrays = {k: v for k, v in self._children.items() if is_array(v)}
+        submodules = {k: v for k, v in self._children.items() if not is_array(v)}
+        return arrays, submodules
+
+    def _patches(self) -> Optional[Callable]:
+        return None
+
+    def __call__(self, *args: Any, key: Any = None, **kwargs: Any) -> Any:
+        for leaf in jax.tree_util.tree_leaves((args, kwargs)):
+            if type(leaf).__module__.startswith("torch"):
+                raise TypeError(f"{self._program.name}: got a torch.Tensor; the port takes JAX "
+                                f"arrays (convert with torch2jax_ops.to_jax(tensor), zero-copy)")
+        arrays, submodules = self._split()
+        with (key_scope(key) if key is not None else contextlib.nullcontext()):
+            return trace_with(self._program, arrays, submodules, args, kwargs,
+                              self._patches())
+
+
+def _register_pytree(cls: type) -> None:
+    def flatten_with_keys(m):
+        children = m._children
+        return (tuple((jax.tree_util.GetAttrKey(k), v) for k, v in children.items()),
+                (tuple(children), m._program))
+
+    def unflatten(aux, values):
+        names, program = aux
+        return cls(dict(zip(names, values)), program)
+
+    jax.tree_util.register_pytree_with_keys(
+        cls, flatten_with_keys, unflatten,
+        flatten_func=lambda m: (tuple(m._children.values()), (tuple(m._children), m._program)))
+
+
+_register_pytree(TracedModule)
+
+
+# ------------------------------------------------------------------ which modules
+
+def is_leaf(m: Any) -> bool:
+    """A ``call_module`` leaf: a registered class, or a torch.nn built-in; never a container.
+
+    Modules of your own (and PyG models without a converter) are traced through.
+    """
+    import torch
+
+    if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
+        return False  # containers: their children are the leaves
+    if converter_for(type(m)) is not None:
+        return True
+    module = type(m).__module__
+    return module.startswith("torch.nn.") or module.startswith("torch.ao.nn.")
+
+
+def _example(cls: type) -> str:
+    return (f"@torch2jax_ops.nn.register_converter('{class_path(cls)}')\n"
+            f"def convert(module, ctx):  # ctx.array(tensor) -> JAX array, ctx.child(sub, name)\n"
+            f"    return MyJaxPort(...)  # an equinox.Module computing {cls.__name__}.forward")
+
+
+def _children(module: Any, ctx: Converter) -> dict:
+    """Converted leaves by dotted path, and the arrays of the traced-through modules."""
+    children: dict = {}
+
+    def walk(m: Any, prefix: str) -> None:
+        for name, tensor in list(m.named_parameters(recurse=False)) + list(
+                m.named_buffers(recurse=False)):
+            if tensor is not None:
+                children[prefix + name] = ctx.array(tensor)
+        for name, sub in m.named_children():
+            path = prefix + name
+            if is_leaf(sub):
+                child_ctx = Converter(ctx.copy, f"{ctx.path}.{path}" if ctx.path else path,
+                                      ctx.device, ctx.memo)
+                try:
+                    children[path] = child_ctx.convert(sub)
+                except UnsupportedModuleError as exc:
+                    children[path] = Unsupported(
+                        f"{exc}\nRegister a port for {type(sub).__name__}:\n{_example(type(sub))}")
+            else:
+                walk(sub, path + ".")
+    walk(module, "")
+    return children
+
+
+@register_fallback
+def convert_traced(module: Any, ctx: Converter) -> TracedModule:
+    """The fx-path converter: every module with no converter of its own."""
+    if is_leaf(module):  # a torch.nn built-in without a port
+        raise UnsupportedModuleError(
+            f"from_torch: no JAX port for {ctx.where(module)}. Register one:\n"
+            f"{_example(type(module))}")
+    return TracedModule(_children(module, ctx), _Program(module, ctx.path, ctx.device))
+
+
+# ------------------------------------------------------ fx's own guard functions
+
+# Python's own attribute access and subscription on traced values (``x.shape``,
+# ``data.x``, ``out[0]``): the interpreter needs them before any table entry.
+register_function("builtins.getattr")(builtins.getattr)
+register_function("operator.getitem")(operator.getitem)

@@ -1,0 +1,65 @@
+"""from_torch converters for torch.nn's building blocks (see :mod:`._layers`)."""
+from __future__ import annotations
+
+from ._convert import Converter
+from ._layers import (ACTIVATIONS, Activation, BatchNorm1d, Dropout, Identity, LayerNorm, Linear,
+                     ModuleList, Sequential)
+from ._registry import register_converter
+
+__all__: list = []
+
+
+@register_converter("torch.nn.modules.linear.Linear",
+                    "torch_geometric.nn.dense.linear.Linear")
+def _linear(m, ctx: Converter):
+    if m.weight is None or getattr(m.weight, "is_meta", False) or m.weight.dim() != 2 \
+            or type(m.weight).__name__ == "UninitializedParameter":
+        raise ctx.unsupported(m, "its weight is not initialised (lazy in_channels=-1); run one "
+                                 "forward pass in torch first")
+    return Linear(ctx.array(m.weight), ctx.array(m.bias))
+
+
+@register_converter("torch.nn.modules.linear.Identity")
+def _identity(m, ctx):
+    return Identity()
+
+
+def _activation(m, ctx):
+    name = type(m).__name__
+    options = {k: getattr(m, k) for k in ACTIVATIONS[name][1]}
+    return Activation(name, **options)
+
+
+for _name in ACTIVATIONS:
+    register_converter(f"torch.nn.modules.activation.{_name}")(_activation)
+
+
+@register_converter("torch.nn.modules.dropout.Dropout")
+def _dropout(m, ctx):
+    if m.p > 0:
+        ctx.eval_only(m, f"it zeroes activations at random (p={m.p})")
+    return Dropout(m.p)
+
+
+@register_converter("torch.nn.modules.normalization.LayerNorm")
+def _layer_norm(m, ctx):
+    return LayerNorm(tuple(m.normalized_shape), float(m.eps), ctx.array(m.weight),
+                     ctx.array(m.bias))
+
+
+@register_converter("torch.nn.modules.batchnorm.BatchNorm1d")
+def _batch_norm(m, ctx):
+    if m.track_running_stats:
+        ctx.eval_only(m, "it normalises with the batch's statistics and updates the running ones")
+    return BatchNorm1d(float(m.eps), ctx.array(m.weight), ctx.array(m.bias),
+                       ctx.array(m.running_mean), ctx.array(m.running_var))
+
+
+@register_converter("torch.nn.modules.container.Sequential")
+def _sequential(m, ctx):
+    return Sequential(ctx.child(sub, name) for name, sub in m.named_children())
+
+
+@register_converter("torch.nn.modules.container.ModuleList")
+def _module_list(m, ctx):
+    return ModuleList(ctx.child(sub, name) for name, sub in m.named_children())

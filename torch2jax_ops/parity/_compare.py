@@ -1,0 +1,384 @@
+"""Side-by-side comparison of a torch function and its JAX port.
+
+``compare(torch_fn, jax_fn, *args)`` runs both on the same values (the JAX
+side receives the torch inputs through :mod:`torch2jax_ops.dlpack`), compares
+every output leaf, and with ``grad=True`` the vector-Jacobian products for one
+random cotangent (same values on both sides) w.r.t. every floating input.
+
+Rules: shapes must match; dtypes must be of the same kind (floating dtypes by
+name; integer widths may differ, since JAX's width follows its 64-bit mode);
+integers and bools compare exactly; floats within (rtol, atol) from
+:data:`torch2jax_ops.dtypes.TOLERANCES` (``GRAD_TOLERANCES`` for gradients), NaN where NaN and +-inf where +-inf.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtypes, dlpack
+
+__all__ = ["LeafResult", "ParityResult", "ParityError", "compare", "assert_parity",
+           "compare_arrays"]
+
+
+class ParityError(ValueError):
+    """The comparison itself could not be made (mismatched structures, non-tensors...)."""
+
+
+@dataclasses.dataclass
+class LeafResult:
+    """How one output (or one gradient) compares."""
+    path: str
+    kind: str  # "output" | "grad"
+    shape: tuple
+    dtype: str
+    max_abs: float
+    max_rel: float
+    #: worst |a - e| / (atol + rtol |e|): <= 1 passes (inf for NaN/inf/shape mismatches)
+    tol_ratio: float
+    worst_index: Optional[tuple]
+    rtol: float
+    atol: float
+    passed: bool
+    message: str = ""
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["shape"] = list(self.shape)
+        d["worst_index"] = None if self.worst_index is None else list(self.worst_index)
+        for key in ("max_abs", "max_rel", "tol_ratio"):
+            if not math.isfinite(d[key]):
+                d[key] = str(d[key])
+        return d
+
+
+@dataclasses.dataclass
+class ParityResult:
+    """The outcome of :func:`compare`: one :class:`LeafResult` per output and gradient."""
+    name: str
+    leaves: list
+
+    @property
+    def passed(self) -> bool:
+        return all(leaf.passed for leaf in self.leaves)
+
+    @property
+    def max_abs(self) -> float:
+        return max((leaf.max_abs for leaf in self.leaves), default=0.0)
+
+    @property
+    def tol_ratio(self) -> float:
+        return max((leaf.tol_ratio for leaf in self.leaves), default=0.0)
+
+    def failures(self) -> list:
+        return [leaf for leaf in self.leaves if not leaf.passed]
+
+    def __getitem__(self, path: str) -> LeafResult:
+        """The leaf of that path: ``result["output"]``, ``result["grad conv1.lin.weight"]``."""
+        for leaf in self.leaves:
+            if leaf.path == path:
+                return leaf
+        raise KeyError(f"no leaf {path!r}; the leaves are {[leaf.path for leaf in self.leaves]}")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "passed": self.passed,
+                "leaves": [leaf.to_dict() for leaf in self.leaves]}
+
+    def __str__(self) -> str:
+        head = f"parity {'PASSED' if self.passed else 'FAILED'}: {self.name}"
+        cols = ("leaf", "shape", "dtype", "max abs err", "max rel err", "err/tol", "worst at", "ok")
+        rows = [cols]
+        for leaf in sorted(self.leaves, key=lambda l: (l.passed, -_finite(l.tol_ratio))):
+            rows.append((leaf.path, str(tuple(leaf.shape)), leaf.dtype, f"{leaf.max_abs:.3g}",
+                         f"{leaf.max_rel:.3g}", f"{leaf.tol_ratio:.3g}",
+                         "-" if leaf.worst_index is None else str(tuple(leaf.worst_index)),
+                         "yes" if leaf.passed else "NO"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+        lines = [head] + ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+        lines += [f"  {leaf.path}: {leaf.message}" for leaf in self.leaves if leaf.message]
+        return "\n".join(lines)
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else 1e300
+
+
+# ----------------------------------------------------------------------------- arrays
+
+def _to_numpy(x: Any) -> np.ndarray:
+    """torch tensor / JAX array / scalar -> NumPy (bfloat16 widened to float32, exactly)."""
+    if _is_tensor(x):
+        import torch
+
+        x = x.detach().cpu()
+        if x.dtype == torch.bfloat16:
+            x = x.float()
+        return x.resolve_conj().numpy()
+    arr = np.asarray(x)
+    return arr.astype(np.float32) if arr.dtype.name == "bfloat16" else arr
+
+
+def compare_arrays(expected: Any, actual: Any, path: str = "output", kind: str = "output",
+                   rtol: Optional[float] = None, atol: Optional[float] = None,
+                   normwise: bool = False) -> LeafResult:
+    """Compare one torch value (expected) with one JAX value (actual).
+
+    ``normwise=True`` raises atol to ``rtol * max|expected|`` (finite entries):
+    the error is measured against the size of the whole array, not of each
+    entry, for results that are differences of O(1) terms.
+    """
+    e_name, a_name = _dtypes.name_of(expected), _dtypes.name_of(actual)
+    e, a = _to_numpy(expected), _to_numpy(actual)
+    default_rtol, default_atol = _dtypes.tolerance(e_name, kind)
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    if normwise and e.size and _dtypes.kind_of(e_name) == "float":
+        finite = np.abs(e[np.isfinite(e)].astype(np.float64))
+        atol = max(atol, rtol * float(finite.max(initial=0.0)))
+
+    def fail(message: str) -> LeafResult:
+        return LeafResult(path, kind, tuple(e.shape), e_name, math.inf, math.inf, math.inf,
+                          None, rtol, atol, False, message)
+
+    if e.shape != a.shape:
+        return fail(f"shape differs: torch {tuple(e.shape)}, jax {tuple(a.shape)}")
+    if _dtypes.kind_of(e_name) != _dtypes.kind_of(a_name) or (_dtypes.kind_of(e_name) == "float" and e_name != a_name):
+        return fail(f"dtype differs: torch {e_name}, jax {a_name}")
+    if e.size == 0:
+        return LeafResult(path, kind, tuple(e.shape), e_name, 0.0, 0.0, 0.0, None, rtol, atol, True)
+    if _dtypes.kind_of(e_name) in ("int", "bool"):
+        diff = np.abs(e.astype(np.float64) - a.astype(np.float64))
+        worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
+        bad = int(np.count_nonzero(diff))
+        return LeafResult(path, kind, tuple(e.shape), e_name, float(diff.max()), float(diff.max()),
+                          math.inf if bad else 0.0, tuple(int(i) for i in worst), 0.0, 0.0,
+                          bad == 0, f"{bad} of {e.size} values differ" if bad else "")
+    e = e.astype(np.complex128 if _dtypes.kind_of(e_name) == "complex" else np.float64)
+    a = a.astype(e.dtype)
+    e_nan, a_nan = np.isnan(e), np.isnan(a)
+    e_inf, a_inf = np.isinf(e), np.isinf(a)
+    special = e_nan | a_nan | e_inf | a_inf
+    special_ok = (e_nan == a_nan) & (np.where(e_inf | a_inf, e == a, True) | e_nan | a_nan)
+    finite = ~special
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(finite, np.abs(a - e), 0.0)
+    allowed = atol + rtol * np.abs(np.where(finite, e, 0.0))
+    ratio = np.where(finite, diff / np.maximum(allowed, np.finfo(np.float64).tiny), 0.0)
+    ratio = np.where(special & ~special_ok, np.inf, ratio)
+    worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+    rel = np.where(finite & (e != 0), diff / np.where(e != 0, np.abs(e), 1.0), 0.0)
+    n_special = int(np.count_nonzero(~special_ok))
+    n_far = int(np.count_nonzero(ratio[finite] > 1.0))
+    message = []
+    if n_special:
+        message.append(f"{n_special} NaN/inf positions differ")
+    if n_far:
+        message.append(f"{n_far} of {e.size} values outside rtol={rtol:g}, atol={atol:g}")
+    return LeafResult(path, kind, tuple(e.shape), e_name, float(diff.max()), float(rel.max()),
+                      float(ratio.max()), tuple(int(i) for i in worst), rtol, atol,
+                      not message, "; ".join(message))
+
+
+# ------------------------------------------------------------------------------ trees
+
+def _is_tensor(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "shape")
+
+
+def _flatten_torch(tree: Any, prefix: str = "") -> list:
+    """(path, leaf) pairs of a torch output tree (tuples, lists, dicts, named tuples)."""
+    if isinstance(tree, dict):
+        return [p for k in _dict_keys(tree) for p in _flatten_torch(tree[k], f"{prefix}[{k!r}]")]
+    if isinstance(tree, (tuple, list)):
+        return [p for i, v in enumerate(tree) for p in _flatten_torch(v, f"{prefix}[{i}]")]
+    return [(prefix, tree)]
+
+
+def _dict_keys(tree: dict) -> list:
+    """Keys in JAX's pytree order: sorted for a plain dict, insertion order for OrderedDict."""
+    if type(tree) is dict:
+        try:
+            return sorted(tree)
+        except TypeError:
+            pass
+    return list(tree)
+
+
+def _flatten_jax(tree: Any) -> list:
+    return jax.tree_util.tree_leaves(tree)
+
+
+def _convert_arg(x: Any) -> Any:
+    """torch tensor -> JAX array (int64 downcast checked when 64-bit mode is off)."""
+    if _is_tensor(x):
+        return dlpack.to_jax(x, allow_downcast=True)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_convert_arg(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _convert_arg(v) for k, v in x.items()}
+    return x
+
+
+def _tensor_paths(tree: Any, prefix: str = "", is_leaf: Callable = _is_tensor) -> list:
+    """(path, leaf) for every tensor leaf (or ``is_leaf`` leaf) of an argument tree."""
+    if is_leaf(tree):
+        return [(prefix, tree)]
+    if isinstance(tree, dict):
+        return [p for k in tree for p in _tensor_paths(tree[k], f"{prefix}[{k!r}]", is_leaf)]
+    if isinstance(tree, (tuple, list)):
+        return [p for i, v in enumerate(tree)
+                for p in _tensor_paths(v, f"{prefix}[{i}]", is_leaf)]
+    return []
+
+
+def _replace(tree: Any, prefix: str, values: dict) -> Any:
+    if prefix in values:
+        return values[prefix]
+    if isinstance(tree, dict):
+        return {k: _replace(v, f"{prefix}[{k!r}]", values) for k, v in tree.items()}
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_replace(v, f"{prefix}[{i}]", values) for i, v in enumerate(tree))
+    return tree
+
+
+# --------------------------------------------------------------------------- compare
+
+def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
+            rtol: Optional[float] = None, atol: Optional[float] = None, seed: int = 0,
+            grad_wrt: Optional[Sequence[int]] = None, name: Optional[str] = None,
+            normwise: bool = False, **kwargs: Any) -> ParityResult:
+    """Run ``torch_fn(*args, **kwargs)`` and ``jax_fn(*jax_args, **jax_kwargs)`` and compare.
+
+    Args:
+      torch_fn, jax_fn: the original and the port; they return a tensor/array
+        or a (nested) tuple/list/dict of them, with the same structure.
+      *args, **kwargs: torch tensors (or trees of them) and plain values; the
+        JAX side gets the same values as JAX arrays (zero-copy via DLPack).
+      grad: also compare gradients w.r.t. every floating input tensor.
+      rtol, atol: override the dtype's default tolerances (both sides).
+      seed: seeds the random cotangent.
+      grad_wrt: positions in ``args`` to differentiate (default: every
+        floating tensor in ``args``).
+      name: a label for the report.
+      normwise: compare outputs and gradients norm-wise (see
+        :func:`compare_arrays`): for float16/bfloat16 results that are
+        differences of O(1) terms (log_softmax, softmax gradients), where
+        torch's step-by-step rounding has no elementwise relative accuracy.
+    """
+    import torch
+
+    label = name or f"{getattr(torch_fn, '__name__', 'torch_fn')} vs " \
+                    f"{getattr(jax_fn, '__name__', 'jax_fn')}"
+    _check_inputs(label, args, kwargs)
+    arg_tensors = _tensor_paths(list(args))
+    positions = set(range(len(args))) if grad_wrt is None else set(grad_wrt)
+    wrt = [(p, t) for p, t in arg_tensors
+           if grad and t.is_floating_point() and int(p[1:].split("]")[0]) in positions]
+
+    # torch side: differentiable leaves are fresh clones that require grad.
+    leaves = {p: t.detach().clone().requires_grad_(True) for p, t in wrt}
+    torch_args = _replace(list(args), "", {p: leaves[p] for p, _ in wrt})
+    torch_out = torch_fn(*torch_args, **kwargs)
+    torch_flat = _flatten_torch(torch_out)
+    for path, leaf in torch_flat:
+        if not _is_tensor(leaf):
+            raise ParityError(f"{label}: torch output{path} is a {type(leaf).__name__}, "
+                              f"not a tensor; return tensors (or trees of them)")
+
+    # JAX side: same values, converted once.
+    jax_args = _convert_arg(list(args))
+    jax_kwargs = _convert_arg(dict(kwargs))
+    converted = dict(_tensor_paths(jax_args, is_leaf=lambda x: isinstance(x, jax.Array)))
+    wrt_values = [converted[p] for p, _ in wrt]
+
+    def run_jax(*diff):
+        call_args = _replace(jax_args, "", {p: v for (p, _), v in zip(wrt, diff)})
+        return jax_fn(*call_args, **jax_kwargs)
+
+    jax_out = run_jax(*wrt_values)
+    jax_leaves = jax.tree_util.tree_flatten_with_path(jax_out)[0]
+    jax_flat = [leaf for _, leaf in jax_leaves]
+    for path, leaf in jax_leaves:
+        if not isinstance(leaf, (jax.Array, np.ndarray, np.generic)):
+            raise ParityError(f"{label}: jax output{jax.tree_util.keystr(path)} is a "
+                              f"{type(leaf).__name__}, not an array; return arrays "
+                              f"(or trees of them)")
+    if len(jax_flat) != len(torch_flat):
+        raise ParityError(
+            f"{label}: output structures differ: torch returned {len(torch_flat)} tensor(s) "
+            f"at {[p or '(root)' for p, _ in torch_flat]}, jax returned {len(jax_flat)} array(s) "
+            f"({jax.tree_util.tree_structure(jax_out)})")
+
+    results = [compare_arrays(t, a, f"output{p}", "output", rtol, atol, normwise)
+               for (p, t), a in zip(torch_flat, jax_flat)]
+
+    mismatched = [r for r, a in zip(results, jax_flat) if tuple(r.shape) != tuple(np.shape(a))]
+    if mismatched:  # a cotangent of torch's shape cannot enter JAX's VJP
+        for r in mismatched:
+            r.message += "; gradients not compared"
+    elif wrt:
+        results += _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves,
+                                  seed, rtol, atol, torch, normwise)
+    return ParityResult(label, results)
+
+
+def _check_inputs(label: str, args: tuple, kwargs: dict) -> None:
+    """Inputs are torch tensors (the JAX side gets converted copies), never arrays."""
+    def walk(tree, path):
+        if isinstance(tree, (np.ndarray, jax.Array)):
+            raise ParityError(
+                f"{label}: {path} is a {type(tree).__name__}; compare takes the torch inputs "
+                f"and hands JAX the same values itself: pass torch.as_tensor(...) instead")
+        if isinstance(tree, dict):
+            for k, v in tree.items():
+                walk(v, f"{path}[{k!r}]")
+        elif isinstance(tree, (tuple, list)):
+            for i, v in enumerate(tree):
+                walk(v, f"{path}[{i}]")
+    walk(list(args), "args")
+    walk(dict(kwargs), "kwargs")
+
+
+def _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves, seed, rtol, atol,
+                   torch, normwise=False):
+    rng = np.random.default_rng(seed)
+    float_outs = [i for i, (_, t) in enumerate(torch_flat) if t.is_floating_point()]
+    cotangents = [rng.standard_normal(tuple(torch_flat[i][1].shape)) for i in float_outs]
+    # torch: d(sum(out * cot)) / d(inputs)
+    diff_outs = [(torch_flat[i][1], c) for i, c in zip(float_outs, cotangents)
+                 if torch_flat[i][1].requires_grad]
+    if diff_outs:
+        torch_grads = torch.autograd.grad(
+            [o for o, _ in diff_outs],
+            [leaves[p] for p, _ in wrt],
+            [torch.as_tensor(c).to(o.dtype) for o, c in diff_outs], allow_unused=True)
+    else:
+        torch_grads = [None] * len(wrt)
+    torch_grads = [torch.zeros_like(leaves[p]) if g is None else g
+                   for (p, _), g in zip(wrt, torch_grads)]
+
+    # JAX: the same cotangent through jax.vjp of the floating outputs.
+    def float_outputs(*diff):
+        flat = _flatten_jax(run_jax(*diff))
+        return [flat[i] for i in float_outs]
+
+    outs, vjp = jax.vjp(float_outputs, *wrt_values)
+    jax_grads = vjp([jnp.asarray(c, dtype=o.dtype) for o, c in zip(outs, cotangents)])
+    return [compare_arrays(tg, jg, f"grad{p}", "grad", rtol, atol, normwise)
+            for (p, _), tg, jg in zip(wrt, torch_grads, jax_grads)]
+
+
+def assert_parity(torch_fn: Callable, jax_fn: Callable, *args: Any, **options: Any) -> ParityResult:
+    """:func:`compare`, raising ``AssertionError`` with the readable table on a mismatch.
+
+    The pytest helper: ``assert_parity(torch_scatter.scatter_max, scatter_max, src, index)``.
+    """
+    result = compare(torch_fn, jax_fn, *args, **options)
+    if not result.passed:
+        raise AssertionError(str(result))
+    return result

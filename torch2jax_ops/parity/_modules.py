@@ -1,0 +1,125 @@
+"""Side-by-side comparison of a torch module and its JAX port, parameter by parameter.
+
+``compare_modules(torch_module, jax_module, *args)`` calls both with the same
+inputs and parameters (by ``state_dict`` name, through ``functional_call`` on
+each side), compares the outputs, and the gradients of one random projection
+of the outputs w.r.t. every parameter and every floating input. The result
+lists the worst leaves first, so a wrong layer shows up at the top::
+
+    result = compare_modules(model, port, x, edge_index)
+    result["grad conv1.lin.weight"].max_abs
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from ._compare import ParityError, ParityResult, _finite, _is_tensor, compare
+
+__all__ = ["compare_modules", "assert_modules_parity"]
+
+
+def _check_names(jax_module: Any, params: dict, label: str) -> None:
+    """Every torch parameter must be an array of the port, by the same name and shape."""
+    from ..nn import named_arrays
+
+    try:
+        ours = dict(named_arrays(jax_module))
+    except Exception as exc:  # noqa: BLE001 - not a pytree we can read
+        raise ParityError(f"{label}: cannot read the arrays of the JAX module "
+                          f"({type(jax_module).__name__}): {exc}") from None
+    missing = [k for k in params if k not in ours]
+    if missing:
+        raise ParityError(
+            f"{label}: the JAX module has no array named {missing[:6]}"
+            f"{' ...' if len(missing) > 6 else ''} (torch parameters are matched by their "
+            f"state_dict names; the JAX module's arrays are {sorted(ours)[:8]}"
+            f"{' ...' if len(ours) > 8 else ''}). Name the JAX attributes like torch's, or "
+            f"build the port with torch2jax_ops.nn.from_torch.")
+    for key, value in params.items():
+        theirs, mine = tuple(value.shape), tuple(ours[key].shape)
+        if theirs != mine:
+            hint = " (transposed?)" if theirs == mine[::-1] else ""
+            raise ParityError(f"{label}: parameter {key!r} has shape {theirs} in torch but "
+                              f"{mine} in the JAX module{hint}")
+
+
+def _rename(path: str) -> str:
+    """compare's leaf paths -> module terms: ``grad[0]['w']`` -> ``grad w``, ``grad[1]`` -> ``grad args[0]``."""
+    match = re.fullmatch(r"grad\[0\]\[(.+)\]", path)
+    if match:
+        return "grad " + match.group(1).strip("'\"")
+    match = re.fullmatch(r"grad\[(\d+)\](.*)", path)
+    if match:
+        return f"grad args[{int(match.group(1)) - 1}]{match.group(2)}"
+    return path
+
+
+def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool = True,
+                    grad_inputs: bool = True, rtol: Optional[float] = None,
+                    atol: Optional[float] = None, seed: int = 0, name: Optional[str] = None,
+                    normwise: bool = False, jit: bool = True, **kwargs: Any) -> ParityResult:
+    """Compare ``torch_module(*args, **kwargs)`` with ``jax_module(*jax_args, **jax_kwargs)``.
+
+    Args:
+      torch_module: a ``torch.nn.Module`` (put it in ``eval()`` mode if it has
+        dropout or batch norm: training-mode randomness cannot match).
+      jax_module: its port, a callable pytree whose arrays carry torch's
+        ``state_dict`` names (equinox modules with the same attribute names,
+        the modules of :mod:`torch2jax_ops.nn` / :mod:`torch2jax_ops.geometric.nn`).
+      *args, **kwargs: the inputs, as torch tensors (or trees of them) and
+        plain values; non-array values (``num_graphs``) are static under jit.
+      grad: compare gradients w.r.t. every parameter (by name) and, with
+        ``grad_inputs``, every floating input tensor in ``args``.
+      rtol, atol, seed, normwise: as in :func:`compare`.
+      jit: run the JAX side under ``equinox.filter_jit`` (default), as it will
+        be used; ``False`` runs it eagerly (easier to debug).
+
+    Returns:
+      a :class:`ParityResult` whose leaves are ``output...``, ``grad <param
+      name>`` and ``grad args[i]``, worst first.
+
+    Raises:
+      ParityError: the torch module is not a module, or a torch parameter has
+      no array of the same name (or shape) in the JAX module.
+    """
+    import torch
+    from torch.func import functional_call as torch_call
+
+    from .. import func
+
+    label = name or f"{type(torch_module).__name__} vs {type(jax_module).__name__}"
+    if not isinstance(torch_module, torch.nn.Module):
+        raise ParityError(f"{label}: compare_modules takes a torch.nn.Module first, got "
+                          f"{type(torch_module).__name__}; for functions use compare()")
+    if not callable(jax_module):
+        raise ParityError(f"{label}: the JAX module ({type(jax_module).__name__}) is not callable")
+    params = {k: v.detach() for k, v in torch_module.named_parameters()}  # compare clones them
+    _check_names(jax_module, params, label)
+
+    def theirs(p, *a, **kw):
+        return torch_call(torch_module, p, a, kw)
+
+    def ours(p, *a, **kw):
+        return func.functional_call(jax_module, p, a, kw)
+
+    if jit:
+        import equinox as eqx
+
+        ours = eqx.filter_jit(ours)
+    positions = [0] + ([i + 1 for i, a in enumerate(args) if _is_tensor(a)] if grad_inputs else [])
+    result = compare(theirs, ours, params, *args, grad=grad, grad_wrt=positions, rtol=rtol,
+                     atol=atol, seed=seed, name=label, normwise=normwise, **kwargs)
+    for leaf in result.leaves:
+        leaf.path = _rename(leaf.path)
+    result.leaves.sort(key=lambda l: (l.passed, -_finite(l.tol_ratio)))
+    return result
+
+
+def assert_modules_parity(torch_module: Any, jax_module: Any, *args: Any,
+                          **options: Any) -> ParityResult:
+    """:func:`compare_modules`, raising ``AssertionError`` with the table on a mismatch."""
+    result = compare_modules(torch_module, jax_module, *args, **options)
+    if not result.passed:
+        raise AssertionError(str(result))
+    return result

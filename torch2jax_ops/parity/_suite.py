@@ -1,0 +1,126 @@
+"""The parity suite: a registry of cases, each a torch original vs its JAX port.
+
+One case list serves both ``parity_tests/`` (pytest parametrises over it) and
+the ``torch2jax-ops parity`` report, so the two can never disagree.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import importlib
+import os
+import pathlib
+import sys
+import time
+from typing import Any, Callable, Iterable, Optional
+
+from .. import _dtypes
+from ._compare import ParityResult, compare
+from ._modules import compare_modules
+
+__all__ = ["Case", "register", "cases", "run_case", "SECTIONS"]
+
+
+@dataclasses.dataclass
+class Case:
+    """One comparison: ``build()`` returns (torch_fn, jax_fn, args, kwargs, options).
+
+    ``torch_fn`` may be a ``torch.nn.Module`` and ``jax_fn`` its port: then the
+    case runs :func:`compare_modules` (gradients by parameter name).
+    """
+    section: str
+    op: str
+    dtype: str
+    label: str
+    build: Callable[[], tuple]
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}[{self.dtype}]-{self.label}"
+
+    @property
+    def x64(self) -> bool:
+        """64-bit dtypes run with JAX's 64-bit mode on; the rest in JAX's default mode."""
+        return _dtypes.needs_x64(self.dtype)
+
+    def run(self) -> ParityResult:
+        """:func:`compare` the pair, or :func:`compare_modules` when the torch side is a module."""
+        import torch
+
+        with _dtypes.x64(self.x64):
+            torch_fn, jax_fn, args, kwargs, options = self.build()
+            check = compare_modules if isinstance(torch_fn, torch.nn.Module) else compare
+            return check(torch_fn, jax_fn, *args, name=self.id, **options, **kwargs)
+
+
+#: section name -> functions that yield cases (filled by the case modules).
+SECTIONS: dict[str, list[Callable[[], Iterable[Case]]]] = {}
+
+
+def register(section: str) -> Callable:
+    """Decorator: add a case generator to a section of the suite."""
+    def add(generator: Callable[[], Iterable[Case]]) -> Callable:
+        SECTIONS.setdefault(section, []).append(generator)
+        return generator
+    return add
+
+
+def cases_root() -> pathlib.Path:
+    """The checkout whose ``parity_tests/cases`` holds the suite's cases (test data).
+
+    ``$TORCH2JAX_OPS_CASES`` (a checkout's root) if set, else the current
+    directory or the checkout this package is installed from (editable).
+    """
+    candidates = [os.environ.get("TORCH2JAX_OPS_CASES"), os.getcwd(),
+                  str(pathlib.Path(__file__).resolve().parents[2])]
+    for candidate in candidates:
+        if candidate and (pathlib.Path(candidate) / "parity_tests" / "cases").is_dir():
+            return pathlib.Path(candidate).resolve()
+    raise FileNotFoundError(
+        "the parity suite's cases live in a checkout's parity_tests/cases (test data, not part "
+        "of the installed package); run from the checkout's root or set TORCH2JAX_OPS_CASES")
+
+
+def _load() -> None:
+    """Import every case module of ``parity_tests/cases`` (each registers its sections)."""
+    root = cases_root()
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    for path in sorted((root / "parity_tests" / "cases").glob("[!_]*.py")):
+        importlib.import_module(f"parity_tests.cases.{path.stem}")
+
+
+def cases(section: Optional[str] = None, only: Optional[str] = None,
+          x64: Optional[bool] = None) -> list[Case]:
+    """The registered cases, selected.
+
+    Args:
+      section: one section's cases (``None``: all).
+      only: cases whose id contains this substring or matches it as a glob
+        (``*`` and ``?``; brackets are literal: ``"scatter_max[float*]-1d*"``).
+      x64: ``True``: only the cases run in JAX's 64-bit mode (float64, int64
+        ...); ``False``: only the others; ``None``: both.
+    """
+    _load()
+    if section is not None and section not in SECTIONS:
+        raise ValueError(f"no parity section {section!r}; the sections are {list(SECTIONS)}")
+    found = [case for name, gens in SECTIONS.items() if section in (None, name)
+             for gen in gens for case in gen()]
+    if only:  # a substring of the case id, or a glob whose brackets are literal (ids hold [dtype])
+        pattern = only.replace("[", "\0").replace("]", "[]]").replace("\0", "[[]")
+        found = [c for c in found if only in c.id or fnmatch.fnmatchcase(c.id, pattern)]
+    if x64 is not None:
+        found = [c for c in found if c.x64 == x64]
+    return found
+
+
+def run_case(case: Case) -> dict[str, Any]:
+    """Run one case; errors inside become a failed row, never a crash of the report."""
+    start = time.perf_counter()
+    try:
+        result = case.run()
+        error = None
+    except Exception as exc:  # noqa: BLE001 - reported, not hidden
+        result, error = None, f"{type(exc).__name__}: {exc}"
+    return {"case": case, "result": result, "error": error,
+            "seconds": time.perf_counter() - start}

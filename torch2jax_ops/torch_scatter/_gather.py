@@ -1,0 +1,78 @@
+"""Gathers shared by the torch_scatter mirror and the graph layer: CSR ids, guarded takes.
+
+Invalid ids (negative, or past the end) never wrap around: they gather a
+fill value. float16/bfloat16 gather through float32 (exact), so that the
+gradient, a scatter-add, accumulates in float32 as torch's does.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .. import _dtypes
+
+__all__ = ["csr_ids", "gather_along", "take_groups"]
+
+
+def csr_ids(indptr: jax.Array, length: int) -> jax.Array:
+    """Segment id of each of ``length`` positions: shape ``indptr.shape[:-1] + (length,)``.
+
+    Position e belongs to segment i when ``indptr[i] <= e < indptr[i + 1]``
+    (the last such i for empty segments in between); positions before
+    ``indptr[0]`` get -1 and positions from ``indptr[-1]`` on get the number of
+    segments: both are invalid ids that reach no group. O(length + segments).
+    """
+    lead, points = indptr.shape[:-1], indptr.shape[-1]
+    flat = indptr.reshape(-1, points).astype(jnp.int32)
+    marks = jnp.zeros((flat.shape[0], length + 1), jnp.int32)
+    marks = marks.at[jnp.arange(flat.shape[0])[:, None], flat].add(1, mode="drop")
+    ids = jnp.cumsum(marks[:, :length], axis=-1, dtype=jnp.int32) - 1
+    return ids.reshape(lead + (length,))
+
+
+def gather_along(src: jax.Array, ids: jax.Array, dim: int, fill: Any = 0) -> jax.Array:
+    """``src`` gathered along ``dim`` at ``ids``; invalid ids (<0 or >= size) give ``fill``.
+
+    ``ids`` has shape ``lead + (n,)`` with ``lead`` broadcastable to
+    ``src.shape[:dim]``; the result is src's shape with ``n`` at ``dim``.
+    float16/bfloat16 gather through float32 (exact), so that the gradient, a
+    scatter-add, accumulates in float32 as torch's does.
+    """
+    acc = _dtypes.accumulation_dtype(src.dtype)
+    if acc != src.dtype:
+        return gather_along(src.astype(acc), ids, dim, fill).astype(src.dtype)
+    size = src.shape[dim]
+    ids = jnp.where(ids < 0, size, ids)  # jnp.take wraps negative ids even in "fill" mode
+    if size == 0:
+        return jnp.full(src.shape[:dim] + ids.shape[-1:] + src.shape[dim + 1:], fill, src.dtype)
+    lead = ids.shape[:-1]
+    if math.prod(lead) == 1:  # one index for all leading axes: a plain row gather
+        return jnp.take(src, ids.reshape(-1), axis=dim, mode="fill", fill_value=fill)
+    ids = jnp.broadcast_to(ids, src.shape[:dim] + ids.shape[-1:])
+    batch = math.prod(src.shape[:dim])
+    flat_src = src.reshape((batch,) + src.shape[dim:])
+    flat_ids = ids.reshape(batch, -1)
+    taken = jax.vmap(lambda s, i: jnp.take(s, i, axis=0, mode="fill", fill_value=fill))(
+        flat_src, flat_ids)
+    return taken.reshape(src.shape[:dim] + ids.shape[-1:] + src.shape[dim + 1:])
+
+
+def take_groups(per_group: jax.Array, ids: jax.Array, fill: Any = 0) -> jax.Array:
+    """Each row's group value: (num_segments, ...) -> (len(ids), ...).
+
+    Ids outside ``[0, num_segments)`` (invalid rows) get ``fill``; works with
+    zero groups too. float16/bfloat16 go through float32 (exact), so that the
+    gradient, a scatter-add, accumulates in float32 as torch's does.
+    """
+    acc = _dtypes.accumulation_dtype(per_group.dtype)
+    if acc != per_group.dtype:
+        return take_groups(per_group.astype(acc), ids, fill).astype(per_group.dtype)
+    count = per_group.shape[0]
+    if count == 0:
+        return jnp.full(ids.shape + per_group.shape[1:], fill, per_group.dtype)
+    # jnp.take wraps negative ids even in "fill" mode: send them out of range.
+    return jnp.take(per_group, jnp.where(ids < 0, count, ids), axis=0, mode="fill",
+                    fill_value=fill)
