@@ -33,7 +33,7 @@ def test_from_torch_shares_weights_and_keeps_state_dict_names():
     port = from_torch(mlp)
     assert shares_memory(mlp.lins[0].weight, port.lins[0].weight)
     names = set(state_dict(port))
-    assert names == {k for k in mlp.state_dict() if not k.endswith("num_batches_tracked")}
+    assert names == set(mlp.state_dict())  # num_batches_tracked included
     assert_modules_parity(mlp, port, torch.randn(5, 6))
     copied = from_torch(mlp, copy=True)
     assert not shares_memory(mlp.lins[0].weight, copied.lins[0].weight)
@@ -60,13 +60,20 @@ def test_unsupported_submodule_is_named_by_its_path():
         from_torch(tnn.SAGEConv(4, 4, aggr="lstm"))
 
 
-def test_training_mode_is_refused_where_it_changes_the_output():
-    with pytest.raises(ValueError, match=r"training mode.*model.eval\(\)"):
-        from_torch(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)))
-    with pytest.raises(ValueError, match="`0.1`.*training mode"):
-        from_torch(torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(4, 4),
-                                                           torch.nn.BatchNorm1d(4))))
-    from_torch(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.0)))  # no effect
+def test_training_mode_converts_and_dropout_asks_for_a_key():
+    port = from_torch(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)))
+    x = jnp.ones((3, 4))
+    with pytest.raises(ValueError, match=r"training mode.*key=jax\.random\.key"):
+        port(x)
+    from torch2jax_ops.nn import key_scope
+    with key_scope(jax.random.key(0)):
+        a = port(x)
+    with key_scope(jax.random.key(0)):
+        b = port(x)
+    assert jnp.array_equal(a, b) and bool(jnp.any(a == 0))  # same key, same mask
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).eval()
+    linear = model[0](torch.ones(3, 4)).detach().numpy()
+    assert np.allclose(from_torch(model)(x), linear, atol=1e-6)  # eval: identity, no key
 
 
 def test_float64_weights_need_x64_and_say_so():

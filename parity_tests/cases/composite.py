@@ -54,7 +54,7 @@ def group_sizes(index: np.ndarray, src_shape: tuple, dim: int) -> np.ndarray:
     if not int(np.prod(src_shape)):
         return np.zeros(0, int)
     full = np.broadcast_to(np.reshape(index, aligned_index_shape(index.shape, src_shape, dim,
-                                                                 "group_sizes")), src_shape)
+                                                                 op="group_sizes")), src_shape)
     keys = np.moveaxis(full, dim, -1).reshape(-1, src_shape[dim])  # one row per fiber
     sizes = [np.unique(row, return_counts=True)[1] for row in keys if row.size]
     return np.concatenate(sizes) if sizes else np.zeros(0, int)

@@ -14,18 +14,20 @@
   :func:`pad_to_bucket`, so a stream of graphs compiles a few times;
 * layers: :mod:`torch2jax_ops.geometric.nn`.
 """
-from . import nn, utils  # nn registers the PyG layers' converters
+from . import _table, nn, utils  # noqa: F401  (the fx table's PyG entries; nn's converters)
+from . import data, loader
 from ._dense import to_dense_batch
 from ._loops import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
                     remove_self_loops, remove_self_loops_static)
 from ._norm import degree, gcn_norm, gcn_norm_static
 from ._padding import BucketLadder, PaddedGraph, pad_graph, pad_to_bucket
 from ._pool import global_add_pool, global_max_pool, global_mean_pool
+from ._scatter import scatter
 from ._softmax import softmax
 
 __all__ = [
-    "nn", "utils",
-    "degree", "softmax", "gcn_norm", "gcn_norm_static",
+    "nn", "utils", "data", "loader",
+    "scatter", "degree", "softmax", "gcn_norm", "gcn_norm_static",
     "add_self_loops", "add_remaining_self_loops", "add_remaining_self_loops_static",
     "remove_self_loops", "remove_self_loops_static", "to_dense_batch",
     "global_add_pool", "global_mean_pool", "global_max_pool",

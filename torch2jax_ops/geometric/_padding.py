@@ -26,27 +26,61 @@ import numpy as np
 from .._checking import as_array, is_traced, static_int
 from ._edges import edge_array
 
-__all__ = ["PaddedGraph", "BucketLadder", "pad_graph", "pad_to_bucket"]
+__all__ = ["PaddedGraph", "BucketLadder", "pad_graph", "pad_to_bucket", "label_level"]
 
 
-class PaddedGraph(NamedTuple):
-    """A padded mini-batch. Shapes: ``x [N, *F]``, ``edge_index [2, E]``,
-    ``edge_attr [E, *D]`` or None, ``batch [N]``, masks ``[N]``, ``[E]``, ``[G]``
-    (``G`` graphs including the padding graph). Real rows come first."""
-    x: jax.Array
+class _PaddedGraphFields(NamedTuple):
+    x: Optional[jax.Array]
     edge_index: jax.Array
     edge_attr: Optional[jax.Array]
     batch: jax.Array
     node_mask: jax.Array
     edge_mask: jax.Array
     graph_mask: jax.Array
+    y: Optional[jax.Array] = None
+    seed_mask: Optional[jax.Array] = None
+    extras: Optional[dict] = None
+
+
+class PaddedGraph(_PaddedGraphFields):
+    """A padded mini-batch (a pytree: pass it to a jitted function as it is).
+
+    Shapes: ``x [N, *F]`` (None for featureless graphs), ``edge_index [2, E]``,
+    ``edge_attr [E, *D]`` or None, ``batch [N]``, masks ``node_mask [N]``,
+    ``edge_mask [E]``, ``graph_mask [G]`` (``G`` graphs including the padding
+    graph). Real rows come first.
+
+    Optional fields (default None / an empty dict, so older code that builds
+    or reads the first seven fields keeps working):
+
+    * ``y``: labels, node-level ``[N, *T]`` (real rows: ``node_mask``) or
+      graph-level ``[G, *T]`` (real rows: ``graph_mask``); padding rows are 0;
+    * ``seed_mask [N]``: the seed nodes of a ``NeighborLoader`` batch (its
+      first ``batch_size`` nodes), where a node-level loss is taken;
+    * ``extras``: every other attribute by name (``train_mask``, ``n_id``,
+      ``edge_label``, ...), padded by the loaders; see
+      :class:`torch2jax_ops.geometric.loader.JaxLoader` for the rules.
+    """
+    __slots__ = ()
+
+    def __new__(cls, x, edge_index, edge_attr, batch, node_mask, edge_mask, graph_mask,
+                y=None, seed_mask=None, extras=None):
+        return super().__new__(cls, x, edge_index, edge_attr, batch, node_mask, edge_mask,
+                               graph_mask, y, seed_mask, {} if extras is None else extras)
 
     @property
     def num_nodes(self) -> int:
-        return self.x.shape[0]
+        """``N``, the padded number of nodes."""
+        return self.node_mask.shape[0]
+
+    @property
+    def num_edges(self) -> int:
+        """``E``, the padded number of edges."""
+        return self.edge_mask.shape[0]
 
     @property
     def num_graphs(self) -> int:
+        """``G``, the padded number of graphs (the padding graph included)."""
         return self.graph_mask.shape[0]
 
 
@@ -55,8 +89,42 @@ def _rows(a: jax.Array, total: int, value: Any = 0) -> jax.Array:
     return jnp.pad(a, pad, constant_values=value)
 
 
+def label_level(rows: Optional[int], num_nodes: int, num_graphs: int, level: Optional[str] = None,
+            name: str = "y", *, op: str) -> str:
+    """Whether labels with ``rows`` rows are node-level or graph-level: ``"node"`` or ``"graph"``.
+
+    ``level`` forces the answer (checked against ``rows``). Otherwise one row per
+    node means node-level and one per graph graph-level; when a batch has as
+    many nodes as graphs (single-node graphs) node-level wins (pass ``level``).
+    ``rows=None`` (a 0-d label) is graph-level for a single graph.
+    """
+    if level not in (None, "node", "graph"):
+        raise ValueError(f"{op}: `{name}_level` must be 'node', 'graph' or None (decide from "
+                         f"the shape), got {level!r}")
+    if rows is None:
+        rows = 1
+        if level == "node" or num_graphs != 1:
+            raise ValueError(f"{op}: `{name}` is 0-d: a single graph-level label, but the batch "
+                             f"has {num_graphs} graphs; give it one row per graph")
+        return "graph"
+    if level is not None:
+        expected = num_nodes if level == "node" else num_graphs
+        if rows != expected:
+            raise ValueError(f"{op}: `{name}` has {rows} rows, but {name}_level={level!r} needs "
+                             f"one per {level} ({expected})")
+        return level
+    if rows == num_nodes:
+        return "node"
+    if rows == num_graphs:
+        return "graph"
+    raise ValueError(f"{op}: `{name}` has {rows} rows: neither one per node ({num_nodes}) nor one "
+                     f"per graph ({num_graphs}); node- and graph-level labels are padded, other "
+                     f"shapes are not (keep such labels in `extras`)")
+
+
 def pad_graph(x, edge_index, *, num_nodes: int, num_edges: int, edge_attr=None, batch=None,
-              num_graphs: Optional[int] = None) -> PaddedGraph:
+              num_graphs: Optional[int] = None, y=None, y_level: Optional[str] = None,
+              num_seeds: Optional[int] = None) -> PaddedGraph:
     """Pad one graph or a mini-batch to exactly ``num_nodes`` nodes and ``num_edges`` edges.
 
     Args:
@@ -68,6 +136,12 @@ def pad_graph(x, edge_index, *, num_nodes: int, num_edges: int, edge_attr=None, 
       batch: ``[n]`` sorted graph ids, or None for a single graph.
       num_graphs: the padded number of graphs including the padding graph
         (default: real graphs + 1). Graph ids past the padding graph are empty.
+      y: labels, ``[n, *T]`` (node-level, padded to ``num_nodes`` rows) or
+        ``[graphs, *T]`` (graph-level, padded to ``num_graphs`` rows), padding 0.
+      y_level: ``"node"`` or ``"graph"`` to say which (default: from the shape,
+        node-level when both fit).
+      num_seeds: the first ``num_seeds`` nodes are seeds (a ``NeighborLoader``
+        batch's ``batch_size``): sets ``seed_mask [num_nodes]``.
 
     Returns:
       A :class:`PaddedGraph`.
@@ -112,6 +186,17 @@ def pad_graph(x, edge_index, *, num_nodes: int, num_edges: int, edge_attr=None, 
             raise ValueError(f"{op}: `edge_attr` must have one row per edge ({e}), got shape "
                              f"{tuple(edge_attr.shape)}")
         edge_attr = _rows(edge_attr, num_edges)
+    seed_mask = None
+    if num_seeds is not None:
+        num_seeds = static_int(num_seeds, "num_seeds", op=op)
+        if num_seeds > n:
+            raise ValueError(f"{op}: `num_seeds`={num_seeds} is more than the {n} real nodes")
+        seed_mask = jnp.arange(num_nodes) < num_seeds
+    if y is not None:
+        y = as_array(y, "y", op=op)
+        level = label_level(y.shape[0] if y.ndim else None, n, real_graphs, y_level, op=op)
+        y = _rows(y.reshape(1) if y.ndim == 0 else y,
+                  num_nodes if level == "node" else num_graphs)
     return PaddedGraph(
         x=_rows(x, num_nodes),
         edge_index=edges,
@@ -120,6 +205,8 @@ def pad_graph(x, edge_index, *, num_nodes: int, num_edges: int, edge_attr=None, 
         node_mask=jnp.arange(num_nodes) < n,
         edge_mask=jnp.arange(num_edges) < e,
         graph_mask=jnp.arange(num_graphs) < real_graphs,
+        y=y,
+        seed_mask=seed_mask,
     )
 
 
@@ -158,6 +245,79 @@ class BucketLadder:
             return tuple(int(math.ceil(s / multiple) * multiple) for s in sizes)
         graphs = tuple(int(math.ceil(g)) for g in np.geomspace(2, max_graphs + 1, levels))
         return cls(ladder(min_nodes, max_nodes + 1), ladder(min_edges, max_edges), graphs)
+
+    @classmethod
+    def from_sizes(cls, nodes, edges, graphs=None, *, quantiles: tuple = (0.5, 0.9, 1.0),
+                   headroom: float = 1.0, merge_within: float = 1.2,
+                   multiple: int = 8) -> "BucketLadder":
+        """A short ladder fitted to the batch sizes a loader produces.
+
+        One level per quantile of the observed sizes (each dimension on its own,
+        the top one being the largest batch, its nodes and edges times
+        ``headroom``); a level within
+        ``merge_within`` of the next one in both nodes and edges is merged into
+        it, since a compilation costs far more than a few percent of padding.
+        Nodes and graphs leave room for the padding node / graph; nodes and
+        edges are rounded up to a ``multiple``.
+
+        Args:
+          nodes, edges: real nodes / edges per batch (sequences of ints).
+          graphs: real graphs per batch (default: 1 each).
+        """
+        nodes = np.asarray(nodes, np.int64).reshape(-1)
+        edges = np.asarray(edges, np.int64).reshape(-1)
+        graphs = np.ones_like(nodes) if graphs is None else np.asarray(graphs, np.int64).reshape(-1)
+        if not nodes.size or not (nodes.size == edges.size == graphs.size):
+            raise ValueError(f"BucketLadder.from_sizes: `nodes`, `edges` and `graphs` need one "
+                             f"entry per batch and at least one batch, got {nodes.size}, "
+                             f"{edges.size} and {graphs.size}")
+        qs = sorted(float(q) for q in quantiles)
+        if not qs or qs[0] < 0 or qs[-1] > 1:
+            raise ValueError(f"BucketLadder.from_sizes: `quantiles` must lie in [0, 1], got "
+                             f"{quantiles}")
+        if qs[-1] != 1.0:
+            qs.append(1.0)
+
+        def up(v: float) -> int:
+            return int(math.ceil(v / multiple) * multiple)
+
+        levels = []
+        for q in qs:
+            grow = headroom if q == 1.0 else 1.0
+            n, e, g = (int(np.quantile(a, q, method="higher")) for a in (nodes, edges, graphs))
+            levels.append((up(n * grow + 1), max(up(e * grow), multiple), g + 1))
+        kept: list = []
+        for level in reversed(levels):  # from the top: merge a level into the one above
+            if kept and (level[0] * merge_within >= kept[-1][0]
+                         and level[1] * merge_within >= kept[-1][1]):
+                continue
+            if kept:
+                level = tuple(min(a, b) for a, b in zip(level, kept[-1]))
+            kept.append(level)
+        kept.reverse()
+        return cls(*(tuple(v) for v in zip(*kept)))
+
+    def grown(self, num_nodes: int, num_edges: int, num_graphs: int = 1, *,
+              factor: float = 1.5, multiple: int = 8) -> "BucketLadder":
+        """This ladder plus one top level with room for the batch.
+
+        Every dimension becomes ``max(the batch's size * 1.25, the old top *
+        factor)``, so a stream of ever larger batches adds few levels. Levels
+        never shrink, so :meth:`pick` still finds every batch that fitted
+        before at its level.
+        """
+        def up(v: float) -> int:
+            return max(int(math.ceil(v / multiple) * multiple), multiple)
+
+        nodes = up(max((num_nodes + 1) * 1.25, self.nodes[-1] * factor))
+        edges = up(max(num_edges * 1.25, self.edges[-1] * factor))
+        graphs = int(math.ceil(max((num_graphs + 1) * 1.25, self.graphs[-1] * factor)))
+        return BucketLadder(self.nodes + (nodes,), self.edges + (edges,), self.graphs + (graphs,))
+
+    def fits(self, num_nodes: int, num_edges: int, num_graphs: int = 1) -> bool:
+        """Whether the top level has room for the batch (padding node and graph included)."""
+        return (num_nodes < self.nodes[-1] and num_edges <= self.edges[-1]
+                and num_graphs < self.graphs[-1])
 
     @property
     def levels(self) -> int:

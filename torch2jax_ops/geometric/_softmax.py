@@ -67,7 +67,9 @@ def segment_softmax(rows: jax.Array, index: jax.Array, n: int) -> jax.Array:
 
 def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, n: int,
                       loop_scores: Optional[jax.Array] = None,
-                      loop_messages: Optional[jax.Array] = None) -> jax.Array:
+                      loop_messages: Optional[jax.Array] = None,
+                      weights: Optional[jax.Array] = None,
+                      loop_weights: Optional[jax.Array] = None) -> jax.Array:
     """``aggregate(segment_softmax(scores, index, n)[..., None] * messages, index, n)``, fused.
 
     ``scores`` ``[E, *H]``, ``messages`` ``[E, *H, C]`` -> ``[n, *H, C]``: the
@@ -80,6 +82,10 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
     ``loop_scores`` ``[L, *H]`` and ``loop_messages`` ``[L, *H, C]`` (``L <= n``)
     add one entry to each node ``i < L``, exactly as a self-loop edge ``(i, i)``
     at the end of the edge list would, but node-wise: no gather, no scatter.
+
+    ``weights`` ``[E, *H]`` (and ``loop_weights`` ``[L, *H]``) multiply the
+    normalised attention of each entry: attention dropout is
+    ``keep / (1 - p)`` here (the numerator only; the softmax itself is PyG's).
     """
     if scores.ndim > 1 and all(h == 1 for h in scores.shape[1:]):
         # one head: drop the unit axes (XLA:CPU reduces [E, 1, C] over C, in the
@@ -87,7 +93,8 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
         def flat(a, k):
             return None if a is None else a.reshape(a.shape[:1] + a.shape[scores.ndim:][:k])
         out = softmax_aggregate(flat(scores, 0), flat(messages, 1), index, n,
-                                flat(loop_scores, 0), flat(loop_messages, 1))
+                                flat(loop_scores, 0), flat(loop_messages, 1),
+                                flat(weights, 0), flat(loop_weights, 0))
         return out.reshape((n,) + messages.shape[1:])
     keep = valid(index, n).reshape((-1,) + (1,) * (scores.ndim - 1))
     scores = jnp.where(keep, scores, 0)  # dropped entries: no inf/NaN, no gradient
@@ -97,9 +104,13 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
         top = top.at[:loops].max(jax.lax.stop_gradient(loop_scores))
     e = jnp.exp(scores - gather(top, index))[..., None]
     acc = _dtypes.accumulation_dtype(messages.dtype)
-    both = jax.ops.segment_sum(jnp.concatenate([e * messages, e], axis=-1).astype(acc), index, n)
+    weighted = e if weights is None else e * weights[..., None].astype(e.dtype)
+    both = jax.ops.segment_sum(jnp.concatenate([weighted * messages, e], axis=-1).astype(acc),
+                               index, n)
     if loops:
         e_loop = jnp.exp(loop_scores - top[:loops])[..., None]
+        w_loop = e_loop if loop_weights is None else \
+            e_loop * loop_weights[..., None].astype(e_loop.dtype)
         both = both.at[:loops].add(
-            jnp.concatenate([e_loop * loop_messages, e_loop], axis=-1).astype(acc))
+            jnp.concatenate([w_loop * loop_messages, e_loop], axis=-1).astype(acc))
     return (both[..., :-1] / (both[..., -1:] + 1e-16)).astype(messages.dtype)

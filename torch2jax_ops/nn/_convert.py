@@ -43,11 +43,13 @@ class Converter:
     def where(self, module: Any) -> str:
         return f"`{self.path or '(root)'}` ({class_path(type(module))})"
 
-    def array(self, tensor: Any) -> Any:
+    def array(self, tensor: Any, *, allow_downcast: bool = False) -> Any:
         """A parameter or buffer as a JAX array on the target device; None stays None.
 
         Zero-copy when the tensor already lives there (a CPU checkpoint on a
         CPU machine); one transfer otherwise (a CPU checkpoint, a GPU run).
+        ``allow_downcast`` is :func:`~torch2jax_ops.to_jax`'s (counters such as
+        ``num_batches_tracked`` are int64 in torch).
         """
         if tensor is None:
             return None
@@ -56,7 +58,8 @@ class Converter:
             return self.memo[key][1]
         from ..dlpack import to_jax
         try:
-            array = to_jax(tensor, copy=self.copy, device=self.device)
+            array = to_jax(tensor, copy=self.copy, device=self.device,
+                           allow_downcast=allow_downcast)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"from_torch: {self.path or '(root)'}: {exc}") from None
         self.memo[key] = (tensor, array)  # keep the tensor alive: ids are unique while it is
@@ -70,12 +73,6 @@ class Converter:
 
     def unsupported(self, module: Any, why: str) -> UnsupportedModuleError:
         return UnsupportedModuleError(f"from_torch: cannot convert {self.where(module)}: {why}")
-
-    def eval_only(self, module: Any, why: str) -> None:
-        """Refuse a module in training mode whose eval behaviour differs (dropout, batch norm)."""
-        if module.training:
-            raise ValueError(f"from_torch: {self.where(module)} is in training mode, where "
-                             f"{why}; the JAX port computes eval mode. Call model.eval() first")
 
     def convert(self, module: Any) -> Any:
         """The registered converter of ``module``'s exact class, else the fx path."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import contextvars
 import importlib
 import inspect
 import operator
@@ -35,44 +34,14 @@ import numpy as np
 
 from .._checking import is_array
 from ._convert import Converter, UnsupportedModuleError
+from ._state import key_scope, next_key  # noqa: F401  (next_key: the table's random ops)
 from ._registry import (class_path, converter_for, functions, methods, register_fallback,
                         register_function)
 
-__all__ = ["TracedModule", "convert_traced", "key_scope", "next_key", "resolve", "user_frame",
-           "Unsupported", "trace_with"]
+__all__ = ["TracedModule", "convert_traced", "resolve", "user_frame", "Unsupported",
+           "trace_with"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-# ----------------------------------------------------------------------- randomness
-
-_KEY: contextvars.ContextVar = contextvars.ContextVar("torch2jax_ops_key", default=None)
-
-
-@contextlib.contextmanager
-def key_scope(key: Any) -> Iterator[None]:
-    """Within the block, random ops (dropout in training mode) draw subkeys of ``key``.
-
-    Each draw folds a running counter into ``key``, so the same key gives the
-    same masks in the same order, and no two ops share one.
-    """
-    token = _KEY.set(None if key is None else [key, 0])
-    try:
-        yield
-    finally:
-        _KEY.reset(token)
-
-
-def next_key(op: str) -> jax.Array:
-    """A fresh subkey for a random op, from the innermost :func:`key_scope`."""
-    state = _KEY.get()
-    if state is None:
-        raise ValueError(
-            f"{op}: this module is in training mode and draws random numbers (dropout), so it "
-            f"needs a PRNG key: call the port with key=jax.random.key(seed) (a new key per "
-            f"step), or convert the torch module after model.eval()")
-    state[1] += 1
-    return jax.random.fold_in(state[0], state[1])
 
 
 # --------------------------------------------------------------------- the mapping
@@ -119,9 +88,11 @@ class _Table:
                 continue
             by_id[id(obj)] = impl
             keep.append(obj)
-            # Python functions outside torch run their body on proxies unless fx
-            # records them as one call (torch's own dispatch through __torch_function__)
-            if inspect.isfunction(obj) and not obj.__module__.startswith("torch."):
+            # Python functions of other libraries run their body on proxies unless fx
+            # records them as one call (torch's own dispatch through __torch_function__;
+            # this package's own entries are only ever called by the tracer itself)
+            if inspect.isfunction(obj) and not obj.__module__.startswith(("torch.",
+                                                                           "torch2jax_ops")):
                 wrap.append(obj)
                 home = importlib.import_module(path.rsplit(".", 1)[0])
                 if home not in modules:
@@ -219,6 +190,9 @@ def _make_tracer_class() -> type:
         def __float__(self) -> float:
             return self._scalar(float)
 
+        def __setitem__(self, index: Any, value: Any) -> None:
+            self.tracer.create_proxy("call_function", operator.setitem, (self, index, value), {})
+
         def __len__(self) -> int:
             v = self.value
             if isinstance(v, (tuple, list, dict)):
@@ -254,9 +228,21 @@ def _make_tracer_class() -> type:
             node = proxy.node
             if kind == "placeholder":
                 self.values[node] = self.inputs.pop(0)
-            else:
-                self.values[node] = self.evaluate(node)
+                return proxy
+            result = self.values[node] = self.evaluate(node)
+            if _mutates(kind, target) and node.args and isinstance(node.args[0], fx.Node):
+                # x.add_(y), x[i] = v: later uses of x see the new value
+                self._rebind(node.args[0], result, node)
             return proxy
+
+        def _rebind(self, target: Any, value: Any, node: Any) -> None:
+            if target.op == "call_function" and target.target is operator.getitem or (
+                    target.op == "call_method" and target.target in _VIEWS):
+                raise _error(node, f"{self.program.name}: an in-place update of a view "
+                                   f"({target.target} of another tensor) would have to write "
+                                   f"through to that tensor; JAX arrays are immutable. Write "
+                                   f"it out of place (x = x.index_put(...) / torch.where)")
+            self.values[target] = value
 
         def create_arg(self, a: Any) -> Any:
             if isinstance(a, fx.Proxy):  # before fx's Tensor branch: our proxies pass as tensors
@@ -373,6 +359,19 @@ def _make_tracer_class() -> type:
             return arg
 
     return _Tracer
+
+
+#: tensor methods whose result shares the input's memory in torch
+_VIEWS = frozenset({"view", "view_as", "reshape", "transpose", "permute", "t", "expand",
+                    "expand_as", "squeeze", "unsqueeze", "flatten", "narrow", "select",
+                    "unflatten", "as_strided", "diagonal", "unbind", "split", "chunk"})
+
+
+def _mutates(kind: str, target: Any) -> bool:
+    """An in-place torch op: ``x.add_(...)`` and friends, ``x[i] = v``."""
+    if kind == "call_method":
+        return isinstance(target, str) and target.endswith("_") and not target.startswith("_")
+    return kind == "call_function" and target is operator.setitem
 
 
 def _holds_array(x: Any) -> bool:
@@ -605,3 +604,10 @@ def convert_traced(module: Any, ctx: Converter) -> TracedModule:
 # ``data.x``, ``out[0]``): the interpreter needs them before any table entry.
 register_function("builtins.getattr")(builtins.getattr)
 register_function("operator.getitem")(operator.getitem)
+
+
+@register_function("operator.setitem")
+def _setitem(x: Any, index: Any, value: Any) -> Any:
+    """``x[index] = value`` as a new array (the interpreter rebinds ``x`` to it)."""
+    import jax.numpy as jnp
+    return jnp.asarray(x).at[index].set(value)

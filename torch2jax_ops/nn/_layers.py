@@ -14,8 +14,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._state import next_key, record_update
+
 __all__ = ["Linear", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
-           "Sequential", "ModuleList", "ACTIVATIONS"]
+           "Sequential", "ModuleList", "ACTIVATIONS", "dropout"]
 
 
 class Linear(eqx.Module):
@@ -77,12 +79,32 @@ class Activation(eqx.Module):
         return ACTIVATIONS[self.name][0](x, **dict(self.options))
 
 
-class Dropout(eqx.Module):
-    """``torch.nn.Dropout`` in eval mode: the identity (``p`` is kept for reference)."""
-    p: float = eqx.field(static=True, default=0.5)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
+def dropout(x: jax.Array, p: float, training: bool, key: Any = None, *,
+            op: str = "dropout") -> jax.Array:
+    """torch's dropout: in training, zero each entry with probability ``p`` and scale the
+    rest by ``1 / (1 - p)``; the identity otherwise (or with ``p == 0``)."""
+    if not training or p == 0:
         return x
+    if not 0 <= p <= 1:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+    if p == 1:
+        return jnp.zeros_like(x)
+    key = next_key(op) if key is None else key
+    keep = jax.random.bernoulli(key, 1 - p, x.shape)
+    return jnp.where(keep, x / (1 - p), jnp.zeros((), x.dtype)).astype(x.dtype)
+
+
+class Dropout(eqx.Module):
+    """``torch.nn.Dropout``: the identity in eval mode; in training mode, :func:`dropout`.
+
+    In training mode it needs a key: ``port(x, key=key)`` (or ``key=`` here,
+    or an enclosing :func:`torch2jax_ops.nn.key_scope`).
+    """
+    p: float = eqx.field(static=True, default=0.5)
+    training: bool = eqx.field(static=True, default=False)
+
+    def __call__(self, x: jax.Array, *, key: Any = None) -> jax.Array:
+        return dropout(x, self.p, self.training, key, op="Dropout")
 
 
 class LayerNorm(eqx.Module):
@@ -108,28 +130,41 @@ class LayerNorm(eqx.Module):
 
 
 class BatchNorm1d(eqx.Module):
-    """``torch.nn.BatchNorm1d`` in eval mode: ``x [N, C]`` or ``[N, C, L]``.
+    """``torch.nn.BatchNorm1d``: ``x [N, C]`` or ``[N, C, L]``.
 
-    ``(x - running_mean) / sqrt(running_var + eps) * weight + bias``. The running
-    statistics are buffers: no gradient flows into them. Without running
-    statistics (``track_running_stats=False``) the batch's own (biased) statistics
-    are used, as torch does in eval mode then.
+    Eval mode: ``(x - running_mean) / sqrt(running_var + eps) * weight + bias``;
+    the running statistics are buffers (no gradient flows into them).
+    Training mode (or ``track_running_stats=False``): the batch's own biased
+    statistics, as torch; in training mode the running statistics move by
+    ``momentum`` (``None``: the cumulative average over ``num_batches_tracked``)
+    with the unbiased batch variance -- collect the updated module with
+    :func:`torch2jax_ops.nn.stateful_call`.
     """
     eps: float = eqx.field(static=True)
     weight: Optional[jax.Array] = None
     bias: Optional[jax.Array] = None
     running_mean: Optional[jax.Array] = None
     running_var: Optional[jax.Array] = None
+    num_batches_tracked: Optional[jax.Array] = None
+    momentum: Optional[float] = eqx.field(static=True, default=0.1)
+    training: bool = eqx.field(static=True, default=False)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         if x.ndim not in (2, 3):
             raise ValueError(f"BatchNorm1d: expected a 2-D [N, C] or 3-D [N, C, L] input, got "
                              f"shape {tuple(x.shape)}")
         shape = (1, -1) + (1,) * (x.ndim - 2)
-        if self.running_mean is None:
+        if self.training or self.running_mean is None:
             axes = (0,) if x.ndim == 2 else (0, 2)
+            count = x.size // x.shape[1]
+            if self.training and count <= 1:
+                raise ValueError(f"BatchNorm1d: expected more than 1 value per channel when "
+                                 f"training, got input size {tuple(x.shape)}")
             mean = jnp.mean(x, axis=axes, keepdims=True)
             var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+            if self.training and self.running_mean is not None:
+                unbiased = var.reshape(-1) * (count / max(count - 1, 1))
+                record_update(self, lambda m: m._moved(mean.reshape(-1), unbiased))
         else:
             mean = jax.lax.stop_gradient(self.running_mean).reshape(shape)
             var = jax.lax.stop_gradient(self.running_var).reshape(shape)
@@ -139,6 +174,20 @@ class BatchNorm1d(eqx.Module):
         if self.bias is not None:
             y = y + self.bias.reshape(shape)
         return y
+
+    def _moved(self, mean: jax.Array, var: jax.Array) -> "BatchNorm1d":
+        """This module after one training step's update of its running statistics."""
+        tracked = self.num_batches_tracked
+        tracked = None if tracked is None else tracked + 1
+        if self.momentum is None:
+            m = 1.0 / tracked.astype(mean.dtype) if tracked is not None else 0.0
+        else:
+            m = self.momentum
+        mean, var = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)
+        rm = ((1 - m) * self.running_mean + m * mean).astype(self.running_mean.dtype)
+        rv = ((1 - m) * self.running_var + m * var).astype(self.running_var.dtype)
+        return eqx.tree_at(lambda b: (b.running_mean, b.running_var, b.num_batches_tracked),
+                           self, (rm, rv, tracked), is_leaf=lambda v: v is None)
 
 
 class _Indexed:

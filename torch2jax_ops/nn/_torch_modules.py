@@ -36,9 +36,7 @@ for _name in ACTIVATIONS:
 
 @register_converter("torch.nn.modules.dropout.Dropout")
 def _dropout(m, ctx):
-    if m.p > 0:
-        ctx.eval_only(m, f"it zeroes activations at random (p={m.p})")
-    return Dropout(m.p)
+    return Dropout(float(m.p), training=m.training)
 
 
 @register_converter("torch.nn.modules.normalization.LayerNorm")
@@ -49,10 +47,11 @@ def _layer_norm(m, ctx):
 
 @register_converter("torch.nn.modules.batchnorm.BatchNorm1d")
 def _batch_norm(m, ctx):
-    if m.track_running_stats:
-        ctx.eval_only(m, "it normalises with the batch's statistics and updates the running ones")
+    tracked = m.num_batches_tracked if m.track_running_stats else None
     return BatchNorm1d(float(m.eps), ctx.array(m.weight), ctx.array(m.bias),
-                       ctx.array(m.running_mean), ctx.array(m.running_var))
+                       ctx.array(m.running_mean), ctx.array(m.running_var),
+                       ctx.array(tracked, allow_downcast=True), momentum=m.momentum,
+                       training=m.training)
 
 
 @register_converter("torch.nn.modules.container.Sequential")

@@ -10,8 +10,9 @@ DLPack); older PyG checkpoints load with ``GCNConv.from_state_dict`` /
 too, as in PyG.
 """
 from .._pool import global_add_pool, global_max_pool, global_mean_pool
+from ._message_passing import MessagePassing
 from ._models import MLP, BatchNorm
 from .conv import GATConv, GCNConv, GINConv, GINEConv, GraphConv, SAGEConv
 
-__all__ = ["GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv", "MLP",
+__all__ = ["MessagePassing", "GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv", "MLP",
            "BatchNorm", "global_add_pool", "global_mean_pool", "global_max_pool"]

@@ -8,8 +8,9 @@ from .._dense import to_dense_batch
 from .._loops import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
                       remove_self_loops, remove_self_loops_static)
 from .._norm import degree
+from .._scatter import scatter
 from .._softmax import softmax
 
-__all__ = ["degree", "softmax", "add_self_loops", "add_remaining_self_loops",
+__all__ = ["scatter", "degree", "softmax", "add_self_loops", "add_remaining_self_loops",
            "add_remaining_self_loops_static", "remove_self_loops", "remove_self_loops_static",
            "to_dense_batch"]

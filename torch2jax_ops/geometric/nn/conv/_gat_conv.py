@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from ....nn import Converter, Linear, register_converter
 from ....nn._convert import state_arrays
+from ....nn._state import next_key
 from ..._edges import gather, valid
 from ..._loops import loop_attributes, route_self_loops
 from ..._softmax import softmax_aggregate
@@ -20,7 +21,7 @@ _PYG = "torch_geometric.nn"
 
 
 class GATConv(eqx.Module):
-    """``torch_geometric.nn.GATConv`` in eval mode (attention dropout off).
+    """``torch_geometric.nn.GATConv``; attention dropout in training mode (with a key).
 
     ``__call__(x [N, F_in] or (x_src, x_dst), edge_index [2, E], edge_attr [E, D] = None)``
     -> ``[N_dst, heads * C]`` (``concat``) or ``[N_dst, C]`` (mean over heads).
@@ -52,6 +53,8 @@ class GATConv(eqx.Module):
     negative_slope: float = eqx.field(static=True, default=0.2)
     add_self_loops: bool = eqx.field(static=True, default=True)
     fill_value: Union[str, float] = eqx.field(static=True, default="mean")
+    dropout: float = eqx.field(static=True, default=0.0)
+    training: bool = eqx.field(static=True, default=False)
 
     def _project(self, x_src, x_dst, tuple_input):
         shape = (-1, self.heads, self.out_channels)
@@ -105,9 +108,16 @@ class GATConv(eqx.Module):
             if n_loops:  # the new loops' features by fill_value, from the kept edges
                 loop_attr = loop_attributes(edge_attr, self.fill_value, dst, n_loops, op=op)
                 loop_alpha = loop_alpha + loop_attr.astype(folded.dtype) @ folded
+        weights = loop_weights = None
+        if self.training and self.dropout > 0:  # attention dropout: a key from the call
+            p = self.dropout
+            key = next_key(op)
+            weights = jax.random.bernoulli(key, 1 - p, alpha.shape) / (1 - p)
+            loop_weights = jax.random.bernoulli(jax.random.fold_in(key, 1), 1 - p,
+                                                loop_alpha.shape) / (1 - p)
         out = softmax_aggregate(jax.nn.leaky_relu(alpha, self.negative_slope), h_j, dst, n_dst,
                                 jax.nn.leaky_relu(loop_alpha, self.negative_slope),
-                                h_src[:n_loops])
+                                h_src[:n_loops], weights, loop_weights)
         out = out.reshape(n_dst, -1) if self.concat else jnp.mean(out, axis=1)
         if res is not None:
             out = out + res
@@ -116,7 +126,8 @@ class GATConv(eqx.Module):
     @classmethod
     def from_state_dict(cls, state: dict, *, heads: int = 1, concat: bool = True,
                         negative_slope: float = 0.2, add_self_loops: bool = True,
-                        fill_value: Union[str, float] = "mean", copy: Optional[bool] = None,
+                        fill_value: Union[str, float] = "mean", dropout: float = 0.0,
+                        training: bool = False, copy: Optional[bool] = None,
                         device: Any = None) -> "GATConv":
         """A GATConv from a PyG ``state_dict`` of any version since 1.x.
 
@@ -156,14 +167,12 @@ class GATConv(eqx.Module):
             res=Linear(s["res.weight"], s.get("res.bias")) if "res.weight" in s else None,
             bias=s.get("bias"), heads=heads, out_channels=channels, concat=concat,
             negative_slope=float(negative_slope), add_self_loops=add_self_loops,
-            fill_value=fill_value)
+            fill_value=fill_value, dropout=float(dropout), training=training)
 
 
 @register_converter(f"{_PYG}.conv.gat_conv.GATConv")
 def _gat(m, ctx: Converter):
     check_flow(m, ctx)
-    if m.dropout > 0:
-        ctx.eval_only(m, f"attention coefficients are dropped at random (dropout={m.dropout})")
     fill = m.fill_value
     if hasattr(fill, "numel"):
         if fill.numel() != 1:
@@ -174,4 +183,5 @@ def _gat(m, ctx: Converter):
     return GATConv.from_state_dict(state, heads=m.heads, concat=m.concat,
                                    negative_slope=m.negative_slope,
                                    add_self_loops=m.add_self_loops, fill_value=fill,
+                                   dropout=float(m.dropout), training=m.training,
                                    copy=ctx.copy, device=ctx.device)

@@ -1,0 +1,144 @@
+"""A PyG ``Data`` / ``Batch`` as a :class:`~torch2jax_ops.geometric.PaddedGraph`, zero-copy."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import jax
+import numpy as np
+
+from ... import _dtypes
+from ...dlpack import Placement, default_device, to_jax
+from .._padding import PaddedGraph
+from ._rules import (BOOKKEEPING, check_fits, check_item, check_placement, check_torch_device,
+                     target_dtype)
+
+__all__ = ["from_pyg", "num_graphs_of"]
+
+_FIELDS = ("x", "edge_index", "edge_attr", "y", "batch")
+
+
+def num_graphs_of(data: Any) -> int:
+    """Graphs in a ``Batch`` (its ``num_graphs``), else ``batch.max() + 1``, else 1."""
+    count = getattr(data, "num_graphs", None) if hasattr(type(data), "num_graphs") else None
+    if isinstance(count, int):
+        return count
+    batch = data["batch"] if "batch" in data else None
+    if batch is not None and batch.numel():
+        return int(batch.max()) + 1
+    return 1
+
+
+def _tensor(t: Any, key: str, *, device: Placement, copy: Optional[bool],
+            allow_downcast: bool, x64: bool, op: str) -> jax.Array:
+    """One tensor attribute to JAX by the rules of :mod:`._rules`; errors name ``key``."""
+    import torch
+
+    if t.layout != torch.strided:
+        raise TypeError(f"{op}: `{key}` is a {t.layout} tensor; only dense tensors are taken "
+                        f"(data.{key} = data.{key}.to_dense(), or keep an edge_index)")
+    check_torch_device(t.device, key, op=op)
+    name = _dtypes.name_of(t.dtype)
+    target = target_dtype(name, key, x64=x64, allow_downcast=allow_downcast, op=op)
+    if target is not None:
+        if copy is False:
+            raise ValueError(f"{op}: `{key}` is {name} and becomes {target}, a new buffer, but "
+                             f"copy=False; pass copy=None to allow the conversion (copy=False "
+                             f"shares only what keeps its dtype)")
+        if name in ("int64", "uint64") and t.numel():
+            signed = t if name == "int64" else t.view(torch.int64)
+            lo, hi = (int(v) for v in torch.aminmax(signed.detach()))
+            if name == "uint64" and lo < 0:
+                hi = 2 ** 64 - 1
+            check_fits(lo, hi, target, key, x64=x64, op=op)
+        t = t.detach().to(_dtypes.torch_dtype(target))
+    try:
+        return to_jax(t, copy=copy, allow_downcast=False, device=device)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise type(exc)(f"{op}: `{key}`: {exc}") from exc
+
+
+def _host(array: np.ndarray, device: Placement) -> jax.Array:
+    return jax.device_put(array, device)
+
+
+def from_pyg(data: Any, *, device: Placement = None, copy: Optional[bool] = None,
+             allow_downcast: bool = False) -> PaddedGraph:
+    """A PyG ``Data`` or ``Batch`` as a :class:`~torch2jax_ops.geometric.PaddedGraph` of JAX arrays.
+
+    Nothing is padded (every mask is all True, there is no padding graph) and
+    nothing is truncated: the tensors are shared with torch over DLPack
+    wherever the dtype stays (check with ``torch2jax_ops.shares_memory``).
+    For fixed shapes under ``jax.jit``, iterate a
+    :class:`~torch2jax_ops.geometric.loader.JaxLoader` instead.
+
+    Fields: ``x [n, F]`` (None without features), ``edge_index [2, e]``
+    (int32), ``edge_attr [e, D]`` or None, ``batch [n]`` (int32; zeros for a
+    single graph), ``y`` as PyG has it (or None), ``node_mask [n]``,
+    ``edge_mask [e]``, ``graph_mask [g]``, ``seed_mask [n]`` when the data
+    has a ``batch_size`` (a ``NeighborLoader`` batch: its first ``batch_size``
+    nodes are the seeds), else None; ``extras``: every other attribute by
+    name -- tensors converted by the same rules (``train_mask``, ``n_id``,
+    ``ptr``, ``edge_label_index`` ...), anything else (Python numbers, lists,
+    strings) untouched.
+
+    Dtypes: node and graph ids (``edge_index``, ``batch``, ``ptr``,
+    ``*index*``, ``*batch*``) become int32 (a checked copy: an OverflowError
+    names the attribute whose values do not fit); other int64 tensors become
+    int32 too while JAX's 64-bit mode is off (checked), and stay int64 (shared)
+    when it is on; float64 needs the 64-bit mode or ``allow_downcast=True``
+    (float32), else a TypeError names the attribute.
+
+    Args:
+      data: a ``torch_geometric.data.Data`` or ``Batch``.
+      device: where the arrays go: JAX's default device (``None``), or a
+        ``jax.Device`` / ``jax.sharding.Sharding``. Zero-copy where the
+        tensors already are there.
+      copy: ``None`` shares where possible; ``True`` copies every tensor;
+        ``False`` raises (ValueError naming the attribute) where a tensor
+        cannot be shared (a dtype conversion, an unaligned view).
+      allow_downcast: cast float64 / complex128 to 32 bits when JAX's 64-bit
+        mode is off.
+
+    Raises:
+      TypeError: ``data`` is not a Data/Batch (naming its type and what is
+        accepted); a float64 attribute without the 64-bit mode; a sparse tensor.
+      OverflowError: ids that do not fit int32 (naming the attribute).
+      ValueError: a CUDA tensor while JAX has no GPU (saying how to move it).
+    """
+    import torch
+
+    op = "from_pyg"
+    check_item(data, op=op)
+    check_placement(device, op=op)
+    target = default_device() if device is None else device
+    x64 = bool(jax.config.jax_enable_x64)
+
+    def convert(key: str, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return _tensor(value, key, device=target, copy=copy, allow_downcast=allow_downcast,
+                           x64=x64, op=op)
+        return value
+
+    n = int(data.num_nodes or 0)
+    values = {key: data[key] for key in data.keys()}
+    fields = {k: convert(k, values.pop(k, None)) for k in _FIELDS}
+    if fields["edge_index"] is None:
+        fields["edge_index"] = _host(np.zeros((2, 0), np.int32), target)
+    e = int(fields["edge_index"].shape[1])
+    g = num_graphs_of(data)
+    if fields["batch"] is None:
+        fields["batch"] = _host(np.zeros((n,), np.int32), target)
+    batch_size = values.get("batch_size")
+    seed_mask = None
+    if isinstance(batch_size, int):
+        seed_mask = _host(np.arange(n) < batch_size, target)
+    extras = {key: convert(key, value) for key, value in values.items()
+              if key not in BOOKKEEPING}
+    return PaddedGraph(
+        x=fields["x"], edge_index=fields["edge_index"], edge_attr=fields["edge_attr"],
+        batch=fields["batch"],
+        node_mask=_host(np.ones((n,), bool), target),
+        edge_mask=_host(np.ones((e,), bool), target),
+        graph_mask=_host(np.ones((g,), bool), target),
+        y=fields["y"], seed_mask=seed_mask, extras=extras)
+
