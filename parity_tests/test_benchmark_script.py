@@ -23,3 +23,4 @@ def test_benchmark_script_writes_a_table(tmp_path):
     assert png.read_bytes().startswith(b"\x89PNG")
     assert "| GCN | " in text and "| GAT | " in text
     assert "| to_jax | " in text and "| to_torch | " in text and "| as_torch(f) + backward |" in text
+    assert "converted / hand" in text and "Converting a 10-layer model" in text

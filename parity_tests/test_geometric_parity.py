@@ -13,9 +13,10 @@ def test_matrix_covers_every_utility_layer_and_model():
     assert {c.op for c in UTILITIES} >= {
         "degree", "softmax", "add_self_loops", "add_remaining_self_loops", "remove_self_loops",
         "gcn_norm", "to_dense_batch", "global_add_pool", "global_mean_pool", "global_max_pool"}
-    assert {c.op for c in MODELS} == {
+    assert {c.op for c in MODELS if not c.op.startswith("port-")} >= {
         "GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv",
         "GCN", "GraphSAGE", "GIN", "GAT"}
+    assert len({c.op for c in MODELS if c.op.startswith("port-")}) >= 12  # user-style models
     for case in UTILITIES + MODELS:
         assert case.dtype in ("float32", "float64")
     assert {c.dtype for c in MODELS} == {"float32", "float64"}

@@ -77,6 +77,11 @@ def register_function(*paths: str) -> Callable[[F], F]:
     ... def _fused_gelu(x):
     ...     return jax.nn.gelu(x, approximate=True)
     """
+    bad = [p for p in paths if not isinstance(p, str) or "." not in p.strip(".")]
+    if bad:
+        raise ValueError(f"register_function: a torch function is named by its dotted path "
+                         f"('torch.cat', 'torch.nn.functional.relu', 'operator.add'), got "
+                         f"{bad[:5]!r}")
     return _register(_FUNCTIONS, paths, "function")
 
 
