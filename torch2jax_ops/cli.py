@@ -2,6 +2,7 @@
 
     torch2jax-ops parity [--report DIR] [--only PATTERN] [--section NAME]
                          [--x64 | --no-x64] [--quiet]
+    torch2jax-ops tables [--write] [FILE ...]
 
 runs the parity suite against the installed torch / torch_scatter /
 torch_geometric, prints a table per op and dtype plus the documented
@@ -11,6 +12,7 @@ report.html to DIR, and exits 1 when any case fails (2 when nothing matches).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Optional, Sequence
 
@@ -74,6 +76,42 @@ def _parity(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+#: generated sections of the guide: name -> function returning the Markdown
+def _generators() -> dict:
+    from .nn._registry import mapping_table
+    return {"mapping-table": mapping_table}
+
+
+_GENERATED = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end generated -->)", re.S)
+
+
+def _tables(args: argparse.Namespace) -> int:
+    """Check (or with --write, refresh) the generated tables of the guide pages."""
+    import pathlib
+
+    generators = _generators()
+    files = args.files or sorted(str(p) for p in pathlib.Path("migration_guide").glob("*.md"))
+    stale = []
+    for name in files:
+        path = pathlib.Path(name)
+        text = path.read_text()
+
+        def fill(match: "re.Match") -> str:
+            table = generators[match.group(2)]()
+            if match.group(3).strip() != table.strip():
+                stale.append(f"{path}: {match.group(2)}")
+            return f"{match.group(1)}{table}\n{match.group(4)}"
+
+        new = _GENERATED.sub(fill, text)
+        if args.write and new != text:
+            path.write_text(new)
+    if stale and not args.write:
+        print("out of date (run `torch2jax-ops tables --write`): " + ", ".join(stale))
+        return 1
+    print(("refreshed: " if args.write else "up to date: ") + (", ".join(stale) or "all"))
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="torch2jax-ops", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -87,8 +125,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="--x64: only the cases run in JAX's 64-bit mode (float64, int64); "
                              "--no-x64: only the others (default: both)")
     parity.add_argument("--quiet", action="store_true", help="no progress bar")
+    tables = commands.add_parser("tables", help="check or refresh the guide's generated tables "
+                                                "(the fx mapping table, the PyG coverage table)")
+    tables.add_argument("files", nargs="*", help="pages to check (default: migration_guide/*.md)")
+    tables.add_argument("--write", action="store_true", help="rewrite the stale tables")
     args = parser.parse_args(argv)
-    return _parity(args)
+    return _tables(args) if args.command == "tables" else _parity(args)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Any, Callable, TypeVar
 
 __all__ = ["register_converter", "register_function", "register_method", "register_fallback",
-           "class_path", "converter_for", "fallback", "converters", "functions", "methods"]
+           "class_path", "converter_for", "fallback", "converters", "functions", "methods",
+           "mapping_table"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -127,3 +128,39 @@ def functions() -> dict[str, Callable[..., Any]]:
 def methods() -> dict[str, Callable[..., Any]]:
     """Every registered ``torch.Tensor`` method name and its JAX implementation (a copy)."""
     return dict(_METHODS)
+
+
+#: how the mapping table groups function paths: (heading, path prefix)
+_FAMILIES = (("`torch.*`", "torch."), ("`torch.nn.functional.*`", "torch.nn.functional."),
+             ("`torch.special.*`", "torch.special."), ("`torch.linalg.*`", "torch.linalg."),
+             ("`operator.*` (Python operators on tensors)", "operator."),
+             ("`torch_scatter.*`", "torch_scatter."),
+             ("`torch_geometric.*`", "torch_geometric."))
+
+
+def mapping_table() -> str:
+    """The fx mapping table as Markdown: every torch function and Tensor method with a port.
+
+    Generated from the registry (what ``migration_guide/porting.md`` shows;
+    ``torch2jax-ops mapping-table --check`` keeps the page in step).
+    """
+    functions_by_family: dict = {}
+    for path in _FUNCTIONS:
+        for heading, prefix in reversed(_FAMILIES):  # most specific prefix first
+            if path.startswith(prefix):
+                rest = path[len(prefix):]
+                if heading == "`torch.*`" and "." in rest:
+                    break  # torch's private submodules (torch._C...): aliases of public names
+                name = rest.rsplit(".", 1)[-1] if prefix == "torch_geometric." else rest
+                if not name.startswith("_"):
+                    functions_by_family.setdefault(heading, set()).add(name)
+                break
+    lines = ["| family | count | names |", "|---|---:|---|"]
+    for heading, _ in _FAMILIES:
+        names = sorted(functions_by_family.get(heading, ()))
+        if names:
+            lines.append(f"| {heading} | {len(names)} | {', '.join(f'`{n}`' for n in names)} |")
+    methods_ = sorted(n for n in _METHODS if not n.startswith("_"))
+    lines.append(f"| `Tensor` methods | {len(methods_)} | "
+                 f"{', '.join(f'`.{n}`' for n in methods_)} |")
+    return "\n".join(lines)

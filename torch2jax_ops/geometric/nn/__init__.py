@@ -1,18 +1,21 @@
 """``torch_geometric.nn`` on JAX: layers as equinox modules, with PyG's math and parameter names.
 
-``GCNConv``, ``GraphConv``, ``SAGEConv``, ``GINConv``, ``GINEConv``,
-``GATConv`` and ``MLP`` compute what the PyG layers of the same names
-compute, with their call signatures and parameter names. Importing this
-package registers their converters, so :func:`torch2jax_ops.nn.from_torch`
-turns a trained PyG layer into its port (weights shared zero-copy over
-DLPack); older PyG checkpoints load with ``GCNConv.from_state_dict`` /
-``GATConv.from_state_dict``. The graph readouts ``global_*_pool`` are here
-too, as in PyG.
+Convolutions (:mod:`.conv`), aggregations (:mod:`.aggr`), norms (:mod:`.norm`)
+and pooling (:mod:`.pool`) compute what the PyG layers of the same names
+compute, with their call signatures and parameter names; ``MLP`` and the
+:class:`MessagePassing` base class for your own layers are here too. Importing
+this package registers every converter, so :func:`torch2jax_ops.nn.from_torch`
+turns a trained PyG layer (or a whole model) into its port, weights shared
+zero-copy over DLPack. Older PyG checkpoints load with
+``GCNConv.from_state_dict`` / ``GATConv.from_state_dict``.
 """
-from .._pool import global_add_pool, global_max_pool, global_mean_pool
+from . import aggr, conv, norm, pool
 from ._message_passing import MessagePassing
-from ._models import MLP, BatchNorm
-from .conv import GATConv, GCNConv, GINConv, GINEConv, GraphConv, SAGEConv
+from ._models import MLP
+from .aggr import *  # noqa: F401,F403  (as torch_geometric.nn exports them)
+from .conv import *  # noqa: F401,F403
+from .norm import *  # noqa: F401,F403
+from .pool import *  # noqa: F401,F403
 
-__all__ = ["MessagePassing", "GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv", "MLP",
-           "BatchNorm", "global_add_pool", "global_mean_pool", "global_max_pool"]
+__all__ = (["aggr", "conv", "norm", "pool", "MessagePassing", "MLP"] + conv.__all__
+           + aggr.__all__ + norm.__all__ + pool.__all__)
