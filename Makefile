@@ -10,7 +10,7 @@ PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 STAMP   = $(VENV)/.installed-$(TORCH)
 
-.PHONY: all setup parity test unit-tests parity-tests bench clean
+.PHONY: all setup parity test unit-tests parity-tests bench bench-gpu clean
 
 all: test
 
@@ -39,6 +39,12 @@ test: setup
 
 bench: setup
 	$(PY) benchmarks/run.py --out benchmarks/RESULTS.md
+
+# On a CUDA machine (migration_guide/gpu.md): its own Python with CUDA builds of jaxlib,
+# torch and torch_scatter; writes the GPU section of benchmarks/RESULTS.md.
+GPU_PY ?= python3
+bench-gpu:
+	XLA_PYTHON_CLIENT_PREALLOCATE=false $(GPU_PY) benchmarks/gpu.py --out benchmarks/RESULTS.md
 
 clean:
 	rm -rf $(VENV) $(REPORT) .pytest_cache .hypothesis

@@ -10,3 +10,14 @@ settings.register_profile("ci", max_examples=40, deadline=None,
 settings.register_profile("thorough", max_examples=500, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def require_torch(minimum: str, why: str) -> None:
+    """Skip (with the reason) where the installed torch predates ``minimum``, whose behaviour
+    this test pins; the suite then stays green on an older torch (the GPU image's 2.11)."""
+    import pytest
+    import torch
+
+    installed = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    if installed < tuple(int(p) for p in minimum.split(".")):
+        pytest.skip(f"torch {torch.__version__}: {why} (verified from torch {minimum} on)")

@@ -24,3 +24,19 @@ def test_benchmark_script_writes_a_table(tmp_path):
     assert "| GCN | " in text and "| GAT | " in text
     assert "| to_jax | " in text and "| to_torch | " in text and "| as_torch(f) + backward |" in text
     assert "converted / hand" in text and "Converting a 10-layer model" in text
+
+
+def test_gpu_benchmark_refuses_without_a_gpu_and_dry_runs_on_the_cpu(tmp_path):
+    out = tmp_path / "RESULTS.md"
+    out.write_text("# Benchmarks\n\n## other\n\nkept\n")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "no GPU visible" in done.stdout
+    assert out.read_text() == "# Benchmarks\n\n## other\n\nkept\n"  # untouched
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--allow-cpu",
+                    "--edges", "2000", "--features", "4", "--nodes", "50", "--model-nodes",
+                    "200", "--model-edges", "1000", "--repeat", "1", "--out", str(out)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    text = out.read_text()
+    assert "kept" in text and "## GPU" in text and "| scatter_max (values, argmax) |" in text
+    assert "| GCN | " in text and "| GAT | " in text

@@ -4,6 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+from parity_tests.conftest import require_torch
 import torch
 
 from torch2jax_ops import dtypes, to_jax
@@ -110,6 +112,7 @@ def test_ctx_api_needs_input_grad_non_differentiable_and_broadcast_grads(wrt):
 
 
 def test_setup_context_style_keyword_defaults_and_materialize_grads():
+    require_torch("2.13", "Function.apply with keyword arguments is newer")
     class TorchF(torch.autograd.Function):
         @staticmethod
         def forward(x, power=2):

@@ -89,12 +89,17 @@ class _TreeBox:
 
 
 def _outputs(tree_box: _TreeBox, result: Any, inputs: tuple) -> tuple:
-    """JAX results as torch tensors; the pytree structure goes into ``tree_box``."""
+    """JAX results as torch tensors on the inputs' device; the pytree structure goes into
+    ``tree_box`` (a function closing over arrays elsewhere -- weights left on the CPU --
+    still hands torch its results where its inputs live)."""
     leaves, tree_box.tree = jax.tree_util.tree_flatten(result)
     seen = {t.data_ptr() for t in inputs if t.numel()}
+    device = inputs[0].device if inputs else None
     out = []
     for leaf in leaves:
         tensor = to_torch(leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf))
+        if device is not None and tensor.device != device:
+            tensor = tensor.to(device)
         if tensor.numel() and tensor.data_ptr() in seen:  # never hand torch one buffer twice
             tensor = tensor.clone()
         seen.add(tensor.data_ptr())

@@ -12,9 +12,10 @@ integers and bools compare exactly; floats within (rtol, atol) from
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +24,7 @@ import numpy as np
 from .. import _dtypes, dlpack
 
 __all__ = ["LeafResult", "ParityResult", "ParityError", "compare", "assert_parity",
-           "compare_arrays"]
+           "compare_arrays", "PRECISIONS", "matmul_precision"]
 
 
 class ParityError(ValueError):
@@ -62,6 +63,8 @@ class ParityResult:
     """The outcome of :func:`compare`: one :class:`LeafResult` per output and gradient."""
     name: str
     leaves: list
+    #: the matmul precision both sides ran at (:data:`PRECISIONS`)
+    precision: str = "highest"
 
     @property
     def passed(self) -> bool:
@@ -86,11 +89,12 @@ class ParityResult:
         raise KeyError(f"no leaf {path!r}; the leaves are {[leaf.path for leaf in self.leaves]}")
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "passed": self.passed,
+        return {"name": self.name, "passed": self.passed, "precision": self.precision,
                 "leaves": [leaf.to_dict() for leaf in self.leaves]}
 
     def __str__(self) -> str:
-        head = f"parity {'PASSED' if self.passed else 'FAILED'}: {self.name}"
+        head = (f"parity {'PASSED' if self.passed else 'FAILED'}: {self.name} "
+                f"(matmul precision: {self.precision})")
         cols = ("leaf", "shape", "dtype", "max abs err", "max rel err", "err/tol", "worst at", "ok")
         rows = [cols]
         for leaf in sorted(self.leaves, key=lambda l: (l.passed, -_finite(l.tol_ratio))):
@@ -248,10 +252,36 @@ def _replace(tree: Any, prefix: str, values: dict) -> Any:
 
 # --------------------------------------------------------------------------- compare
 
+#: matmul precisions ``compare`` accepts: ``"highest"`` (the default: full float32 on both
+#: sides, no TF32), or ``"default"`` (each library's own default: JAX uses TF32 on NVIDIA
+#: GPUs, torch does not unless ``torch.backends.cuda.matmul.allow_tf32`` is set).
+PRECISIONS = ("highest", "default")
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str) -> Iterator[None]:
+    """Both libraries at ``precision`` for the block (see :data:`PRECISIONS`)."""
+    if precision not in PRECISIONS:
+        raise ParityError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision == "default":
+        yield
+        return
+    import torch
+
+    cuda = torch.backends.cuda.matmul
+    saved = (cuda.allow_tf32, torch.backends.cudnn.allow_tf32)
+    cuda.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        with jax.default_matmul_precision("highest"):
+            yield
+    finally:
+        cuda.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
 def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
             rtol: Optional[float] = None, atol: Optional[float] = None, seed: int = 0,
             grad_wrt: Optional[Sequence[int]] = None, name: Optional[str] = None,
-            normwise: bool = False, **kwargs: Any) -> ParityResult:
+            normwise: bool = False, precision: str = "highest", **kwargs: Any) -> ParityResult:
     """Run ``torch_fn(*args, **kwargs)`` and ``jax_fn(*jax_args, **jax_kwargs)`` and compare.
 
     Args:
@@ -269,7 +299,18 @@ def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
         :func:`compare_arrays`): for float16/bfloat16 results that are
         differences of O(1) terms (log_softmax, softmax gradients), where
         torch's step-by-step rounding has no elementwise relative accuracy.
+      precision: ``"highest"`` (default) runs both sides' float32 matmuls at
+        full precision (on an NVIDIA GPU JAX would use TF32, errors ~1e-3);
+        ``"default"`` compares each library at its own default precision.
     """
+    with matmul_precision(precision):
+        result = _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name,
+                          normwise, kwargs)
+    result.precision = precision
+    return result
+
+
+def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, normwise, kwargs):
     import torch
 
     label = name or f"{getattr(torch_fn, '__name__', 'torch_fn')} vs " \

@@ -58,7 +58,8 @@ def _rename(path: str) -> str:
 def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool = True,
                     grad_inputs: bool = True, rtol: Optional[float] = None,
                     atol: Optional[float] = None, seed: int = 0, name: Optional[str] = None,
-                    normwise: bool = False, jit: bool = True, **kwargs: Any) -> ParityResult:
+                    normwise: bool = False, jit: bool = True, precision: str = "highest",
+                    **kwargs: Any) -> ParityResult:
     """Compare ``torch_module(*args, **kwargs)`` with ``jax_module(*jax_args, **jax_kwargs)``.
 
     Args:
@@ -74,6 +75,7 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
       rtol, atol, seed, normwise: as in :func:`compare`.
       jit: run the JAX side under ``equinox.filter_jit`` (default), as it will
         be used; ``False`` runs it eagerly (easier to debug).
+      precision: as in :func:`compare` (``"highest"``: no TF32 on either side).
 
     Returns:
       a :class:`ParityResult` whose leaves are ``output...``, ``grad <param
@@ -109,7 +111,8 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
         ours = eqx.filter_jit(ours)
     positions = [0] + ([i + 1 for i, a in enumerate(args) if _is_tensor(a)] if grad_inputs else [])
     result = compare(theirs, ours, params, *args, grad=grad, grad_wrt=positions, rtol=rtol,
-                     atol=atol, seed=seed, name=label, normwise=normwise, **kwargs)
+                     atol=atol, seed=seed, name=label, normwise=normwise, precision=precision,
+                     **kwargs)
     for leaf in result.leaves:
         leaf.path = _rename(leaf.path)
     result.leaves.sort(key=lambda l: (l.passed, -_finite(l.tol_ratio)))

@@ -36,6 +36,8 @@ def summarize(runs: list) -> list[dict]:
     """One row per (section, op, dtype): cases, failures, worst error, deviations."""
     rows: dict = {}
     for run in runs:
+        if run.get("skipped"):  # not verifiable on the installed torch (Case.min_torch)
+            continue
         case, result = run["case"], run["result"]
         row = rows.setdefault((case.section, case.op, case.dtype), {
             "section": case.section, "op": case.op, "dtype": case.dtype, "cases": 0,
@@ -94,6 +96,8 @@ def versions() -> dict:
             found[name] = __import__(name).__version__
         except ImportError:
             found[name] = "not installed"
+    found["devices"] = ", ".join(sorted({d.platform for d in jax.devices()}))
+    found["matmul precision"] = "highest (no TF32 on either side)"
     return found
 
 

@@ -33,6 +33,22 @@ class Case:
     dtype: str
     label: str
     build: Callable[[], tuple]
+    #: the oldest torch on which this comparison is verified; on an older torch (whose
+    #: behaviour differs here) the case is skipped with that reason, not failed
+    min_torch: Optional[str] = None
+
+    def skip_reason(self) -> Optional[str]:
+        """Why this case cannot run against the installed torch, or None."""
+        if self.min_torch is None:
+            return None
+        import torch
+
+        installed = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+        needed = tuple(int(p) for p in self.min_torch.split(".")[:2])
+        if installed < needed:
+            return (f"torch {torch.__version__} behaves differently here; the case is verified "
+                    f"from torch {self.min_torch} on")
+        return None
 
     @property
     def id(self) -> str:
@@ -117,6 +133,9 @@ def cases(section: Optional[str] = None, only: Optional[str] = None,
 def run_case(case: Case) -> dict[str, Any]:
     """Run one case; errors inside become a failed row, never a crash of the report."""
     start = time.perf_counter()
+    if case.skip_reason():
+        return {"case": case, "result": None, "error": None, "skipped": case.skip_reason(),
+                "seconds": 0.0}
     try:
         result = case.run()
         error = None

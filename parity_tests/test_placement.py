@@ -1,0 +1,96 @@
+"""The placement rule, on two forced host devices: whatever builds a model or a batch goes to
+JAX's default device (or ``device=``); ``to_jax`` stays zero-copy on the tensor's own device
+unless asked to move; ``copy=False`` refuses a transfer. Also the matmul precision of the
+parity tools (no TF32 on either side by default)."""
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import pytest
+import torch
+
+import torch2jax_ops as t2j
+from torch2jax_ops.parity import ParityError, compare
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = textwrap.dedent("""
+    import jax, jax.numpy as jnp, torch, torch_geometric.nn as tnn
+    import torch2jax_ops as t2j
+    from torch2jax_ops.geometric.nn import GCNConv
+    from torch2jax_ops.nn import from_torch
+    d0, d1 = jax.devices()
+    assert len(jax.devices()) == 2
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    w = model[0].weight
+    where = lambda a: next(iter(a.devices()))
+
+    # to_jax: the tensor's own device (zero-copy) unless device= asks to move
+    a = t2j.to_jax(w)
+    assert where(a) == d0 and t2j.shares_memory(w, a)
+    assert where(t2j.to_jax(w, device=d0, copy=False)) == d0
+    moved = t2j.to_jax(w, device=d1)
+    assert where(moved) == d1 and not t2j.shares_memory(w, moved)
+    try:
+        t2j.to_jax(w, device=d1, copy=False)
+        raise SystemExit("copy=False with a transfer did not raise")
+    except ValueError as e:
+        assert "transfer" in str(e) and "copy=False" in str(e), e
+
+    with jax.default_device(d1):
+        # from_torch, tree_to_jax, from_state_dict: the default device
+        port = from_torch(model)
+        assert {where(l) for l in jax.tree_util.tree_leaves(port)} == {d1}
+        tree = t2j.tree_to_jax(model.state_dict())
+        assert {where(l) for l in tree.values()} == {d1}
+        conv = GCNConv.from_state_dict(tnn.GCNConv(3, 2).state_dict())
+        assert where(conv.lin.weight) == d1
+        traced = from_torch(torch.nn.Sequential(torch.nn.Linear(3, 3)).eval())
+        # inputs made the usual way are uncommitted: the model runs where its weights are
+        out = jax.jit(lambda m, x: m(x))(port, jnp.ones((2, 3)))
+        assert where(out) == d1, where(out)
+    # device= wins over the default, a Sharding works too
+    assert {where(l) for l in jax.tree_util.tree_leaves(from_torch(model, device=d0))} == {d0}
+    mesh = jax.sharding.Mesh(jax.devices(), ("x",))
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    port = from_torch(model, device=replicated)
+    assert port[0].weight.sharding == replicated
+    try:
+        from_torch(model, device=torch.device("cpu"))
+        raise SystemExit("a torch device was accepted")
+    except TypeError as e:
+        assert "jax.Device" in str(e)
+    print("placement ok")
+""")
+
+
+def test_placement_rule_on_two_host_devices():
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu",
+           "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "placement ok" in done.stdout, done.stderr[-3000:]
+
+
+def test_as_torch_returns_tensors_on_the_inputs_device():
+    bridged = t2j.as_torch(lambda x: x * 2)
+    x = torch.ones(3)
+    assert bridged(x).device == x.device
+
+
+def test_parity_runs_at_the_highest_matmul_precision_by_default():
+    seen = []
+
+    def port(x):
+        seen.append(jax.config.jax_default_matmul_precision)
+        return x * 2
+
+    result = compare(lambda x: x * 2, port, torch.ones(2))
+    assert result.precision == "highest" and "matmul precision: highest" in str(result)
+    compare(lambda x: x * 2, port, torch.ones(2), precision="default")
+    assert seen[0] == "highest" and seen[-1] is None
+    assert torch.backends.cuda.matmul.allow_tf32 is False  # restored
+    with pytest.raises(ParityError, match="precision must be one of"):
+        compare(lambda x: x, lambda x: x, torch.ones(1), precision="tf32")
