@@ -267,3 +267,43 @@ def test_cli_selects_by_pattern_and_x64(tmp_path, capsys):
     assert cli.main(["parity", "--quiet", "--only", "no-such-case"]) == 2
     assert cli.main(["parity", "--quiet", "--section", "no-such-section"]) == 2
     assert "the sections are" in capsys.readouterr().out
+
+
+# ------------------------------------------------------- the port's own weights
+
+def test_weights_own_catches_a_loading_mistake_that_torch_weights_cannot_see():
+    import equinox as eqx
+
+    from torch2jax_ops.parity import compare_weights
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)).eval()
+    port = from_torch(model, copy=True)
+    x = torch.randn(5, 3)
+    assert compare_modules(model, port, x, weights="own").passed
+    assert compare_weights(model, port).passed
+    # a checkpoint converted wrongly: one weight off
+    wrong = eqx.tree_at(lambda p: p[0].weight, port, port[0].weight.at[1, 2].add(0.5))
+    assert compare_modules(model, wrong, x).passed  # torch's weights: blind to it
+    own = compare_modules(model, wrong, x, weights="own")
+    assert not own.passed and not own["output"].passed
+    weights = compare_weights(model, wrong)
+    assert not weights.passed and weights.leaves[0].path == "weight 0.weight"
+    assert weights.leaves[0].worst_index == (1, 2) and weights["weight 0.bias"].passed
+    # gradients by name still come from the port's own arrays
+    assert own["grad 0.bias"].shape == (4,)
+
+
+def test_compare_weights_lists_missing_extra_and_reshaped_names():
+    import equinox as eqx
+
+    from torch2jax_ops.parity import compare_weights
+
+    model = torch.nn.Linear(3, 2)
+    port = from_torch(model, copy=True)
+    transposed = eqx.tree_at(lambda p: p.weight, port, port.weight.T)
+    result = compare_weights(model, transposed)
+    assert "shape differs" in result["weight weight"].message
+    no_bias = eqx.tree_at(lambda p: p.bias, port, None, is_leaf=lambda v: v is None)
+    assert compare_weights(model, no_bias)["weight bias"].message == "missing in the JAX module"
+    with pytest.raises(ParityError, match="weights must be 'torch'"):
+        compare_modules(model, port, torch.ones(1, 3), weights="mine")

@@ -26,6 +26,8 @@ CSR_LAYOUTS = (
     ("3d-batched-indptr", (2, 9, 3), [[0, 2, 5, 9], [0, 0, 6, 9]]),
     ("4d-features", (2, 7, 2, 2), [[0, 1, 7]]),
     ("empty-src", (0, 3), [0, 0, 0]),
+    # torch_scatter's own test suite: an empty indptr on an empty src returns the src
+    ("empty-indptr", (0, 0, 0, 16), []),
     # positions outside [indptr[0], indptr[-1]) take no part in the forward pass;
     # torch_scatter's sum/mean gradient there is garbage (deviation csr-grad-outside-range)
     ("partial-range", (12, 2), [2, 5, 5, 9]),
@@ -176,6 +178,7 @@ def gather_cases() -> Iterable[Case]:
         ("3d-batched-indptr", (2, 3, 2), [[0, 2, 5, 9], [0, 0, 6, 9]], False),
         ("2d-dim1-bcast-indptr", (3, 3), [[0, 3, 3, 8]], False),
         ("empty-src", (0, 2), [0, 0, 0], False),
+        ("empty-indptr", (0, 0, 0, 16), [], False),
         # before indptr[0] and from indptr[-1] on, out is kept (torch: garbage without out)
         ("partial-range-out", (3, 2), [2, 5, 5, 9], True),
     )

@@ -8,8 +8,8 @@ Needs torch installed (``pip install torch2jax_ops[parity]``)::
 """
 from ._compare import LeafResult, ParityError, ParityResult, assert_parity, compare, compare_arrays
 from ._deviations import DEVIATIONS, Deviation, deviations_of
-from ._modules import assert_modules_parity, compare_modules
+from ._modules import assert_modules_parity, compare_modules, compare_weights
 
-__all__ = ["compare", "assert_parity", "compare_modules", "assert_modules_parity",
+__all__ = ["compare", "assert_parity", "compare_modules", "assert_modules_parity", "compare_weights",
            "compare_arrays", "ParityResult", "LeafResult",
            "ParityError", "DEVIATIONS", "Deviation", "deviations_of"]

@@ -11,17 +11,22 @@ lists the worst leaves first, so a wrong layer shows up at the top::
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Optional
 
-from ._compare import ParityError, ParityResult, _finite, _is_tensor, compare
+import jax
 
-__all__ = ["compare_modules", "assert_modules_parity"]
+from .. import _dtypes
+from ..nn import named_arrays
+from ._compare import (LeafResult, ParityError, ParityResult, _finite, _is_tensor, compare,
+                       compare_arrays)
+
+__all__ = ["compare_modules", "assert_modules_parity", "compare_weights"]
 
 
 def _check_names(jax_module: Any, params: dict, label: str) -> None:
     """Every torch parameter must be an array of the port, by the same name and shape."""
-    from ..nn import named_arrays
 
     try:
         ours = dict(named_arrays(jax_module))
@@ -59,7 +64,7 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
                     grad_inputs: bool = True, rtol: Optional[float] = None,
                     atol: Optional[float] = None, seed: int = 0, name: Optional[str] = None,
                     normwise: bool = False, jit: bool = True, precision: str = "highest",
-                    **kwargs: Any) -> ParityResult:
+                    weights: str = "torch", **kwargs: Any) -> ParityResult:
     """Compare ``torch_module(*args, **kwargs)`` with ``jax_module(*jax_args, **jax_kwargs)``.
 
     Args:
@@ -76,6 +81,12 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
       jit: run the JAX side under ``equinox.filter_jit`` (default), as it will
         be used; ``False`` runs it eagerly (easier to debug).
       precision: as in :func:`compare` (``"highest"``: no TF32 on either side).
+      weights: ``"torch"`` (default) runs both sides with the torch module's
+        parameters, so the comparison checks the port's *computation*;
+        ``"own"`` runs each side with its own arrays, so a mistake in how the
+        weights were loaded or converted (a wrong checkpoint key, a transpose,
+        a stale copy) shows up too. Gradients are by name either way.
+        :func:`compare_weights` lists the weight differences themselves.
 
     Returns:
       a :class:`ParityResult` whose leaves are ``output...``, ``grad <param
@@ -102,7 +113,14 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
     def theirs(p, *a, **kw):
         return torch_call(torch_module, p, a, kw)
 
+    if weights not in ("torch", "own"):
+        raise ParityError(f"{label}: weights must be 'torch' (both sides run with the torch "
+                          f"module's parameters) or 'own' (each side its own), got {weights!r}")
+    own = dict(named_arrays(jax_module)) if weights == "own" else None
+
     def ours(p, *a, **kw):
+        if own is not None:  # the JAX module's own values; gradients still flow by name
+            p = {k: own[k] + (v - jax.lax.stop_gradient(v)) for k, v in p.items()}
         return func.functional_call(jax_module, p, a, kw)
 
     if jit:
@@ -117,6 +135,51 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
         leaf.path = _rename(leaf.path)
     result.leaves.sort(key=lambda l: (l.passed, -_finite(l.tol_ratio)))
     return result
+
+
+def compare_weights(torch_module: Any, jax_module: Any, *, rtol: Optional[float] = 0.0,
+                    atol: Optional[float] = 0.0, buffers: bool = True) -> ParityResult:
+    """The weights themselves, torch's ``state_dict`` vs the port's arrays, by name, worst first.
+
+    Every torch parameter (and buffer, with ``buffers``) must exist in the JAX
+    module under the same dotted name, with the same shape and values (exactly,
+    by default: a conversion copies values; pass ``rtol``/``atol`` for a port
+    rebuilt from a checkpoint in another dtype). A name missing on either
+    side, a shape or a value that differs, each is a failing leaf
+    ``weight <name>``; what the JAX module has beyond torch's names is listed
+    as failing leaves ``extra <name>``.
+
+    Use it with ``compare_modules(..., weights="own")``: that one says *whether*
+    the outputs differ, this one says *which weight* is wrong.
+    """
+    import torch
+
+    label = f"weights of {type(torch_module).__name__} vs {type(jax_module).__name__}"
+    if not isinstance(torch_module, torch.nn.Module):
+        raise ParityError(f"{label}: compare_weights takes a torch.nn.Module first, got "
+                          f"{type(torch_module).__name__}")
+    theirs = dict(torch_module.named_parameters())
+    if buffers:
+        theirs.update(dict(torch_module.named_buffers()))
+    ours = dict(named_arrays(jax_module))
+    leaves = []
+    for key, tensor in theirs.items():
+        if key not in ours:
+            leaves.append(LeafResult(f"weight {key}", "weight", tuple(tensor.shape),
+                                     _dtypes.name_of(tensor.dtype), math.inf, math.inf,
+                                     math.inf, None, 0.0, 0.0, False,
+                                     "missing in the JAX module"))
+            continue
+        leaf = compare_arrays(tensor.detach(), ours[key], f"weight {key}", "weight", rtol, atol)
+        if leaf.message.startswith("dtype differs") and _dtypes.kind_of(tensor.dtype) == "int":
+            leaf.message = ""  # int64 counters held as int32 with x64 off: compare values
+        leaves.append(leaf)
+    for key in sorted(set(ours) - set(theirs)):
+        leaves.append(LeafResult(f"extra {key}", "weight", tuple(ours[key].shape),
+                                 _dtypes.name_of(ours[key].dtype), math.inf, math.inf, math.inf,
+                                 None, 0.0, 0.0, False, "not in the torch state_dict"))
+    leaves.sort(key=lambda l: (l.passed, -_finite(l.tol_ratio)))
+    return ParityResult(label, leaves)
 
 
 def assert_modules_parity(torch_module: Any, jax_module: Any, *args: Any,

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _dtypes
 from .._checking import SEGMENT_REDUCTIONS, check_reduce, as_array, check_index, is_traced, static_int
 from ._gather import csr_ids, gather_along
 from ._groups import Groups
@@ -44,10 +45,12 @@ def _arrays(src: Any, indptr: Any, *, op: str) -> tuple[jax.Array, jax.Array, in
     indptr = as_array(indptr, "indptr", op=op)
     check_index(indptr, "indptr", op=op)
     dim = check_leading_axes(src, indptr, "indptr", op=op)
-    if indptr.shape[-1] == 0:
+    if indptr.shape[-1] == 0 and src.size:
+        # torch_scatter accepts an empty indptr only with an empty src (and returns it);
+        # with data it dies (SIGFPE): say what a CSR pointer is instead
         raise ValueError(f"{op}: `indptr` needs at least one entry along its last axis "
                          f"(a CSR pointer of S segments has S + 1 entries), got shape "
-                         f"{tuple(indptr.shape)}")
+                         f"{tuple(indptr.shape)} for a non-empty `src` {tuple(src.shape)}")
     if src.dtype == jnp.bool_:
         raise TypeError(f"{op}: `src` of dtype bool is not supported; cast it to an "
                         f"integer or floating dtype")
@@ -57,6 +60,9 @@ def _arrays(src: Any, indptr: Any, *, op: str) -> tuple[jax.Array, jax.Array, in
 def _plan(src: Any, indptr: Any, out: Any, *, op: str):
     """(groups, src, out, early) for a reduction; ``early`` is the result when src is empty."""
     src, indptr, dim = _arrays(src, indptr, op=op)
+    if indptr.shape[-1] == 0:  # empty src (checked): torch_scatter returns it as it is
+        out = check_out(out, src, dim, op=op)
+        return None, src, out if out is not None else jnp.zeros(src.shape, src.dtype)
     segments = indptr.shape[-1] - 1
     out = check_out(out, src, dim, op=op)
     if out is not None and src.size and out.shape[dim] != segments:
@@ -109,8 +115,8 @@ def segment_max_csr(src, indptr, out=None):
 def _extreme_csr(kind, src, indptr, out, *, op):
     groups, src, early = _plan(src, indptr, out, op=op)
     if early is not None:
-        arg = jnp.full(early.shape, src.shape[groups.dim], dtype=groups.positions().dtype)
-        return early, arg
+        length = 0 if groups is None else src.shape[groups.dim]
+        return early, jnp.full(early.shape, length, dtype=_dtypes.index_dtype())
     return extreme(groups, src, None, kind, op=op)
 
 
@@ -142,6 +148,9 @@ def gather_csr(src, indptr, out=None, dim_size: Optional[int] = None):
     """
     op = "gather_csr"
     src, indptr, dim = _arrays(src, indptr, op=op)
+    if indptr.shape[-1] == 0:  # empty src (checked): torch_scatter returns it as it is
+        out = check_out(out, src, dim, op=op)
+        return out if out is not None else jnp.zeros(src.shape, src.dtype)
     segments = indptr.shape[-1] - 1
     if src.shape[dim] not in (0, segments):
         raise ValueError(f"{op}: `src` has {src.shape[dim]} rows along axis {dim} but `indptr` "
