@@ -10,7 +10,7 @@ PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 STAMP   = $(VENV)/.installed-$(TORCH)
 
-.PHONY: all setup parity test unit-tests parity-tests bench bench-gpu clean
+.PHONY: all setup parity parity-quick test test-fast bench bench-gpu clean
 
 all: test
 
@@ -36,6 +36,14 @@ parity: setup
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests parity_tests
+
+# The fast tier while editing: unit tests, one parity case per op and dtype family, and the
+# behaviour tests not marked slow (parity_tests/tiers.py). `make test` stays the full suite.
+test-fast: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests parity_tests
+
+parity-quick: setup
+	$(PY) -m torch2jax_ops parity --quick
 
 bench: setup
 	$(PY) benchmarks/run.py --out benchmarks/RESULTS.md

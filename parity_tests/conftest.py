@@ -21,3 +21,9 @@ def require_torch(minimum: str, why: str) -> None:
     installed = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
     if installed < tuple(int(p) for p in minimum.split(".")):
         pytest.skip(f"torch {torch.__version__}: {why} (verified from torch {minimum} on)")
+
+
+def pytest_collection_modifyitems(config, items):
+    from parity_tests.tiers import mark_tiers
+
+    mark_tiers(items)

@@ -1,7 +1,7 @@
 """The ``torch2jax-ops`` command line (also ``python -m torch2jax_ops``).
 
     torch2jax-ops parity [--report DIR] [--only PATTERN] [--section NAME]
-                         [--x64 | --no-x64] [--quiet]
+                         [--x64 | --no-x64] [--quick] [--quiet]
     torch2jax-ops tables [--write] [FILE ...]
 
 runs the parity suite against the installed torch / torch_scatter /
@@ -37,16 +37,21 @@ def _parity(args: argparse.Namespace) -> int:
     except ValueError as exc:
         console.print(str(exc))
         return 2
+    if args.quick:  # float32, one case per op
+        cases = suite.representatives([c for c in cases if not c.x64], families=False)
     if not cases:
         console.print(f"no parity case matches --only {args.only!r}, --section {args.section!r}, "
                       f"--x64 {args.x64!r}")
         return 2
-    with Progress(TextColumn("[bold]parity"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
-                  disable=args.quiet, transient=True) as progress:
-        task = progress.add_task("", total=len(cases))
-        runs = report.run_suite(cases, lambda case: progress.update(
-            task, advance=1, description=case.id))
+    if sys.stdout.isatty() or args.quiet:
+        with Progress(TextColumn("[bold]parity"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
+                      disable=args.quiet, transient=True) as progress:
+            task = progress.add_task("", total=len(cases))
+            runs = report.run_suite(cases, lambda case: progress.update(
+                task, advance=1, description=case.id))
+    else:  # a log (CI, `make parity > log`): a plain line every few seconds
+        runs = report.run_suite(cases, _progress_lines(len(cases), args.progress_every))
     rows = report.summarize(runs)
 
     table = Table(title="torch2jax_ops vs " + ", ".join(
@@ -112,6 +117,24 @@ def _tables(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress_lines(total: int, every: float):
+    """A callback printing ``parity: done/total (pct) elapsed, current case`` every ``every`` s."""
+    import time
+
+    start = last = time.monotonic()
+    done = [0]
+
+    def tick(case) -> None:
+        nonlocal last
+        done[0] += 1
+        now = time.monotonic()
+        if now - last >= every or done[0] == total:
+            last = now
+            print(f"parity: {done[0]}/{total} ({100 * done[0] // max(total, 1)}%) "
+                  f"{now - start:.0f}s elapsed, {case.id}", flush=True)
+    return tick
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="torch2jax-ops", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +148,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="--x64: only the cases run in JAX's 64-bit mode (float64, int64); "
                              "--no-x64: only the others (default: both)")
     parity.add_argument("--quiet", action="store_true", help="no progress bar")
+    parity.add_argument("--quick", action="store_true",
+                        help="float32, one case per op (about a minute): a smoke test")
+    parity.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS",
+                        help="when the output is not a terminal, print a progress line this "
+                             "often (default 5)")
     tables = commands.add_parser("tables", help="check or refresh the guide's generated tables "
                                                 "(the fx mapping table, the PyG coverage table)")
     tables.add_argument("files", nargs="*", help="pages to check (default: migration_guide/*.md)")

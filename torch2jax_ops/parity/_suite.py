@@ -18,7 +18,8 @@ from .. import _dtypes
 from ._compare import ParityResult, compare
 from ._modules import compare_modules
 
-__all__ = ["Case", "register", "cases", "run_case", "SECTIONS"]
+__all__ = ["Case", "register", "cases", "run_case", "SECTIONS", "representatives",
+           "dtype_family", "cases_root"]
 
 
 @dataclasses.dataclass
@@ -128,6 +129,33 @@ def cases(section: Optional[str] = None, only: Optional[str] = None,
     if x64 is not None:
         found = [c for c in found if c.x64 == x64]
     return found
+
+
+def dtype_family(dtype: str) -> str:
+    """The tier a dtype belongs to: "half", "float32", "x64" (64-bit mode) or "int"/"other"."""
+    if dtype in ("float16", "bfloat16"):
+        return "half"
+    if dtype == "float32":
+        return "float32"
+    if _dtypes.needs_x64(dtype):
+        return "x64"
+    return "int" if dtype in _dtypes.INT_NAMES else "other"
+
+
+def representatives(found: list, families: bool = True) -> list:
+    """One case per (section, op[, dtype family]): the fast tier's and ``--quick``'s choice.
+
+    With ``families=False`` one case per (section, op), float32 where there is one.
+    """
+    chosen: dict = {}
+    for case in found:
+        key = (case.section, case.op) + ((dtype_family(case.dtype),) if families else ())
+        best = chosen.get(key)
+        if best is None or (not families and best.dtype != "float32" and
+                            case.dtype == "float32"):
+            chosen[key] = case
+    keep = {id(c) for c in chosen.values()}
+    return [c for c in found if id(c) in keep]
 
 
 def run_case(case: Case) -> dict[str, Any]:
