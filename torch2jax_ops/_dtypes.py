@@ -71,17 +71,14 @@ def canonical_jax_dtype(dtype: Any) -> np.dtype:
     """A dtype argument of any flavour as the JAX dtype a JAX array can hold now.
 
     Takes torch dtypes (``torch.long``), NumPy/JAX dtypes, names, and Python's
-    ``float``/``int``/``bool`` (torch's defaults: float32, int64, bool). 64-bit
-    types become their 32-bit ones while JAX's 64-bit mode is off (JAX could
-    not hold them anyway).
+    ``float``/``int``/``bool``/``complex`` (as torch reads them in a ``dtype=``:
+    float64, int64, bool, complex128). 64-bit types become their 32-bit ones
+    while JAX's 64-bit mode is off (JAX could not hold them anyway).
     """
-    if dtype is float:
-        dtype = "float32"
-    elif dtype is int:
-        dtype = "int64"
-    elif dtype is bool:
-        dtype = "bool"
-    name = jax_dtype(dtype).name if not isinstance(dtype, str) else jax_dtype(dtype).name
+    python = {float: "float64", int: "int64", bool: "bool", complex: "complex128"}
+    if isinstance(dtype, type) and dtype in python:
+        dtype = python[dtype]
+    name = jax_dtype(dtype).name
     if name in X64_DOWNCAST and not jax.config.jax_enable_x64:
         name = X64_DOWNCAST[name]
     return jnp.dtype(name)

@@ -232,6 +232,13 @@ def promote(*operands: Any, dtype: Any = None) -> list:
     return [None if x is None else jnp.asarray(x, dtype=dt) for x in operands]
 
 
+def safe_abs(x: jax.Array) -> jax.Array:
+    """``|x|`` with torch's gradient ``sign(x)`` (0 at 0; JAX's ``abs`` gives 1 there)."""
+    if _category(x.dtype) != 2:
+        return jnp.abs(x)
+    return x * jnp.sign(x)
+
+
 def to_float(x: Any) -> jax.Array:
     """``x`` for a floating-only op: integers and bools become the default float (as torch)."""
     x = jnp.asarray(x) if not is_array(x) else x

@@ -227,6 +227,33 @@ def eye(n: int, m: Optional[int] = None, *, out: Any = None, dtype: Any = None,
     return jnp.eye(n, n if m is None else m, dtype=dtype_arg(dtype, op="eye") or float_dtype())
 
 
+# ----------------------------------------------------------------------- in-place fills
+
+@method("fill_")
+def fill_(self: jax.Array, value: Any) -> jax.Array:
+    """``Tensor.fill_(value)``: self's shape and dtype, every element ``value`` (a new array;
+    the interpreter rebinds it)."""
+    return jnp.full(self.shape, value, self.dtype)
+
+
+@method("zero_")
+def zero_(self: jax.Array) -> jax.Array:
+    """``Tensor.zero_()``."""
+    return jnp.zeros(self.shape, self.dtype)
+
+
+@method("copy_")
+def copy_(self: jax.Array, src: Any, non_blocking: bool = False) -> jax.Array:
+    """``Tensor.copy_(src)``: ``src`` broadcast to self's shape, cast to self's dtype."""
+    src = jnp.asarray(src)
+    try:
+        jnp.broadcast_shapes(src.shape, self.shape)
+    except ValueError:
+        raise ValueError(f"copy_: the source of shape {list(src.shape)} does not broadcast to "
+                         f"the destination's shape {list(self.shape)}") from None
+    return jnp.broadcast_to(src.astype(self.dtype), self.shape)
+
+
 # ---------------------------------------------------------------------- dtypes, devices
 
 def _is_device(x: Any) -> bool:
@@ -315,12 +342,13 @@ method("detach_")(detach)
 
 @method("item")
 def item(self: jax.Array) -> jax.Array:
-    """``Tensor.item()``: the one element as a 0-d array (its value is not known under jit;
-    arithmetic on it works, using it as a Python int or in an ``if`` raises)."""
+    """``Tensor.item()``: the one element as a 0-d array without gradient (torch returns a
+    Python number). Its value is not known under jit: arithmetic on it works, using it as a
+    Python int or in an ``if`` raises."""
     if self.size != 1:
         raise ValueError(f"item: a Tensor with {self.size} elements cannot be converted to "
                          f"Scalar")
-    return self.reshape(())
+    return jax.lax.stop_gradient(self.reshape(()))
 
 
 # ------------------------------------------------------------------------ size, metadata

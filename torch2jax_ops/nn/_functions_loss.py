@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from .._checking import is_traced
-from ._functions_base import as_array, function, is_integral, promote, to_float
+from ._functions_base import as_array, function, is_integral, promote, safe_abs, to_float
 
 __all__: list = []
 
@@ -74,7 +74,7 @@ def l1_loss(input: jax.Array, target: jax.Array, size_average: Any = None, reduc
     """``F.l1_loss``: ``|input - target|``."""
     reduction = _reduction(size_average, reduce, reduction, "l1_loss")
     a, b = _pointwise(input, target)
-    return _weighted(jnp.abs(a - b), weight, reduction, True, "l1_loss")
+    return _weighted(safe_abs(a - b), weight, reduction, True, "l1_loss")
 
 
 @function(F + "smooth_l1_loss")
@@ -83,7 +83,7 @@ def smooth_l1_loss(input: jax.Array, target: jax.Array, size_average: Any = None
     """``F.smooth_l1_loss``: ``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - beta/2``."""
     reduction = _reduction(size_average, reduce, reduction, "smooth_l1_loss")
     a, b = _pointwise(input, target)
-    d = jnp.abs(a - b)
+    d = safe_abs(a - b)
     if beta == 0:
         return _reduce(d, reduction)
     return _reduce(jnp.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
@@ -95,7 +95,7 @@ def huber_loss(input: jax.Array, target: jax.Array, reduction: str = "mean", del
     """``F.huber_loss``: ``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - delta/2)``."""
     reduction = _reduction(None, None, reduction, "huber_loss")
     a, b = _pointwise(input, target)
-    d = jnp.abs(a - b)
+    d = safe_abs(a - b)
     loss = jnp.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
     return _weighted(loss, weight, reduction, False, "huber_loss")
 
@@ -123,7 +123,7 @@ def binary_cross_entropy(input: jax.Array, target: jax.Array,
     return _reduce(loss, reduction)
 
 
-@function(F + "binary_cross_entropy_with_logits", "torch.binary_cross_entropy_with_logits")
+@function(F + "binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input: jax.Array, target: jax.Array,
                                      weight: Optional[jax.Array] = None,
                                      size_average: Any = None, reduce: Any = None,
@@ -137,7 +137,7 @@ def binary_cross_entropy_with_logits(input: jax.Array, target: jax.Array,
                          f"({list(target.shape)}) must be the same as input size "
                          f"({list(input.shape)})")
     x, t = promote(input, target)
-    soft = jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(-x, 0)
+    soft = jnp.log1p(jnp.exp(-safe_abs(x))) + jnp.maximum(-x, 0)
     if pos_weight is not None:
         loss = (1 - t) * x + (1 + (pos_weight - 1) * t) * soft
     else:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._checking import is_array
 from ._functions_base import (_category, as_array, dtype_arg, float_dtype, function,
-                              is_integral, op, promote, result_type, to_float)
+                              is_integral, op, promote, result_type, safe_abs, to_float)
 
 __all__: list = []
 
@@ -48,7 +48,7 @@ def _no_bool(name: str, *xs: Any) -> None:
 
 # ------------------------------------------------------------------------- arithmetic
 
-@op("add", functions=("operator.add", "operator.iadd"),
+@op("add", functions=("operator.add",),
     inplace=True)
 @_python(operator.add)
 def add(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> jax.Array:
@@ -62,7 +62,7 @@ def add(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> jax.Array
     return a + b
 
 
-@op("sub", functions=("operator.sub", "operator.isub", "torch.subtract"),
+@op("sub", functions=("operator.sub", "torch.subtract"),
     methods=("subtract",), inplace=True)
 @_python(operator.sub)
 def sub(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> jax.Array:
@@ -82,7 +82,7 @@ def rsub(input: Any, other: Any, *, alpha: Any = 1) -> jax.Array:
     return sub(other, input, alpha=alpha)
 
 
-@op("mul", functions=("operator.mul", "operator.imul", "torch.multiply"),
+@op("mul", functions=("operator.mul", "torch.multiply"),
     methods=("multiply",), inplace=True)
 @_python(operator.mul)
 def mul(input: Any, other: Any, *, out: Any = None) -> jax.Array:
@@ -95,7 +95,7 @@ def _floor_divide(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.floor_divide(a, b)
 
 
-@op("div", functions=("operator.truediv", "operator.itruediv", "torch.divide"),
+@op("div", functions=("operator.truediv", "torch.divide"),
     methods=("divide",), inplace=True)
 @_python(operator.truediv)
 def div(input: Any, other: Any, *, rounding_mode: Optional[str] = None,
@@ -119,12 +119,12 @@ def div(input: Any, other: Any, *, rounding_mode: Optional[str] = None,
                      f"found {rounding_mode!r}")
 
 
-@op("true_divide")
+@op("true_divide", inplace=True)
 def true_divide(input: Any, other: Any, *, out: Any = None) -> jax.Array:
     return div(input, other)
 
 
-@op("floor_divide", functions=("operator.floordiv", "operator.ifloordiv"),
+@op("floor_divide", functions=("operator.floordiv",),
     inplace=True)
 @_python(operator.floordiv)
 def floor_divide(input: Any, other: Any, *, out: Any = None) -> jax.Array:
@@ -134,7 +134,7 @@ def floor_divide(input: Any, other: Any, *, out: Any = None) -> jax.Array:
     return _floor_divide(a, b)
 
 
-@op("remainder", functions=("operator.mod", "operator.imod"),
+@op("remainder", functions=("operator.mod",),
     inplace=True)
 @_python(operator.mod)
 def remainder(input: Any, other: Any, *, out: Any = None) -> jax.Array:
@@ -150,7 +150,7 @@ def fmod(input: Any, other: Any, *, out: Any = None) -> jax.Array:
     return jnp.fmod(a, b)
 
 
-@op("pow", functions=("operator.pow", "operator.ipow"),
+@op("pow", functions=("operator.pow",),
     inplace=True)
 @_python(operator.pow)
 def pow(input: Any, exponent: Any, *, out: Any = None) -> jax.Array:  # noqa: A001 - torch's name
@@ -170,6 +170,12 @@ def pow(input: Any, exponent: Any, *, out: Any = None) -> jax.Array:  # noqa: A0
             return jnp.sqrt(x)
         return jnp.power(x, jnp.asarray(exponent, dt))
     a, b = promote(input, exponent)
+    if is_integral(a) and a.dtype != jnp.bool_:
+        # torch: x ** -n is 1 for x == 1, +-1 for x == -1, else 0 (integer division)
+        pos = jnp.power(a, jnp.maximum(b, 0))
+        odd = jnp.remainder(b, 2) == 1
+        neg = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(odd, -1, 1), 0)).astype(a.dtype)
+        return jnp.where(b < 0, neg, pos)
     return jnp.power(a, b)
 
 
@@ -183,7 +189,7 @@ def neg(input: Any) -> Any:
     return -input
 
 
-@function("operator.pos", "torch.positive")
+@op("positive", functions=("operator.pos",))
 def pos(input: Any) -> Any:
     return +input if not is_array(input) else input
 
@@ -194,7 +200,7 @@ def abs(input: Any) -> Any:  # noqa: A001 - torch's name
     """``torch.abs`` (integers stay integers)."""
     if not is_array(input):
         return operator.abs(input)
-    return input if input.dtype == jnp.bool_ else jnp.abs(input)
+    return input if input.dtype == jnp.bool_ else safe_abs(input)
 
 
 @op("maximum")
@@ -214,13 +220,13 @@ def minimum(input: jax.Array, other: jax.Array, *, out: Any = None) -> jax.Array
 def fmax(input: jax.Array, other: jax.Array, *, out: Any = None) -> jax.Array:
     """``torch.fmax``: NaN is ignored when the other value is a number."""
     a, b = promote(input, other)
-    return jnp.fmax(a, b)
+    return jnp.where((a >= b) | jnp.isnan(b), a, b)  # ties: the gradient goes to input
 
 
 @op("fmin")
 def fmin(input: jax.Array, other: jax.Array, *, out: Any = None) -> jax.Array:
     a, b = promote(input, other)
-    return jnp.fmin(a, b)
+    return jnp.where((a <= b) | jnp.isnan(b), a, b)
 
 
 @op("atan2", functions=("torch.arctan2",), methods=("arctan2",), inplace=True)
@@ -380,16 +386,19 @@ def isfinite(input: jax.Array) -> jax.Array:
 def clamp(input: jax.Array, min: Any = None, max: Any = None, *,  # noqa: A002 - torch's names
           out: Any = None) -> jax.Array:
     """``torch.clamp(input, min=None, max=None)``: ``min(max(x, lo), hi)`` (``hi`` wins when
-    ``lo > hi``); NaN stays NaN; the gradient passes where ``lo <= x <= hi`` (bounds
-    included, as torch)."""
+    ``lo > hi``); NaN stays NaN. Gradients as torch: ``input`` where ``lo <= x <= hi`` (bounds
+    included; none at NaN), a tensor ``min`` where ``x < min``, ``max`` where it binds."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     x, lo, hi = promote(input, min, max)
+    r = x
     if lo is not None:
-        x = jnp.where(x < lo, lo, x)
+        r = jnp.where(x < lo, lo, r)
     if hi is not None:
-        x = jnp.where(x > hi, hi, x)
-    return x
+        r = jnp.where(r > hi, hi, r)
+    if _category(x.dtype) >= 2:
+        r = jnp.where(jnp.isnan(x), jax.lax.stop_gradient(x), r)
+    return r
 
 
 @op("clamp_min", inplace=True)
@@ -483,18 +492,18 @@ def _bitwise(name: str, fn: Callable, pyfn: Callable, operators: Sequence[str]) 
 
 
 bitwise_and = _bitwise("bitwise_and", jnp.bitwise_and, operator.and_,
-                       ("operator.and_", "operator.iand"))
+                       ("operator.and_",))
 bitwise_or = _bitwise("bitwise_or", jnp.bitwise_or, operator.or_,
-                      ("operator.or_", "operator.ior"))
+                      ("operator.or_",))
 bitwise_xor = _bitwise("bitwise_xor", jnp.bitwise_xor, operator.xor,
-                       ("operator.xor", "operator.ixor"))
+                       ("operator.xor",))
 bitwise_left_shift = _bitwise("bitwise_left_shift", jnp.left_shift, operator.lshift,
                               ("operator.lshift",))
 bitwise_right_shift = _bitwise("bitwise_right_shift", jnp.right_shift, operator.rshift,
                                ("operator.rshift",))
 
 
-@op("bitwise_not", functions=("operator.invert", "operator.inv"), inplace=True)
+@op("bitwise_not", functions=("operator.invert",), inplace=True)
 def bitwise_not(input: Any, *, out: Any = None) -> Any:
     """``torch.bitwise_not`` / ``~x``: logical not for bool tensors."""
     if not is_array(input):
@@ -513,7 +522,7 @@ def _same_dtype(name: str, *xs: jax.Array) -> None:
                         f"{' != '.join(sorted(d.name for d in dts))}")
 
 
-@op("matmul", functions=("operator.matmul", "operator.imatmul"))
+@op("matmul", functions=("operator.matmul",))
 def matmul(input: jax.Array, other: jax.Array, *, out: Any = None) -> jax.Array:
     """``torch.matmul`` / ``@``: NumPy's rules (1-d operands, batch broadcasting); same dtypes
     (as torch); full float32 precision."""
@@ -563,7 +572,7 @@ def outer(input: jax.Array, vec2: jax.Array, *, out: Any = None) -> jax.Array:
     return mul(input.reshape(-1, 1), vec2.reshape(1, -1))
 
 
-@function("torch.einsum", "torch.functional.einsum")
+@function("torch.einsum")
 def einsum(equation: str, *operands: Any) -> jax.Array:
     """``torch.einsum(equation, *operands)`` (or one list of operands); full precision."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
@@ -571,7 +580,7 @@ def einsum(equation: str, *operands: Any) -> jax.Array:
     return jnp.einsum(equation, *operands, precision=HIGHEST)
 
 
-@op("tensordot", tensor=False, functions=("torch.functional.tensordot",))
+@op("tensordot", tensor=False)
 def tensordot(a: jax.Array, b: jax.Array, dims: Any = 2, out: Any = None) -> jax.Array:
     if is_array(dims):
         dims = np.asarray(dims).tolist()

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _dtypes
 from .._checking import is_array, is_traced
 from ._functions_base import (as_array, concrete, dim_arg, dtype_arg, float_dtype, function,
                               is_integral, long_dtype, method, op, size_args, to_float)
@@ -172,10 +173,10 @@ def hardsigmoid(input: jax.Array, inplace: bool = False) -> jax.Array:
 
 @_fn("hardswish")
 def hardswish(input: jax.Array, inplace: bool = False) -> jax.Array:
-    """``F.hardswish``: ``x * relu6(x + 3) / 6`` with torch's derivative (``x/3 + 1/2`` on
-    [-3, 3])."""
+    """``F.hardswish``: ``x * relu6(x + 3) / 6`` with torch's derivative (0 up to -3,
+    ``x/3 + 1/2`` on (-3, 3), 1 from 3)."""
     x = to_float(input)
-    return jnp.where(x < -3, 0, jnp.where(x <= 3, x * (x + 3) / 6, x)).astype(x.dtype)
+    return jnp.where(x <= -3, 0, jnp.where(x < 3, x * (x + 3) / 6, x)).astype(x.dtype)
 
 
 @_fn("logsigmoid")
@@ -209,7 +210,7 @@ def rrelu(input: jax.Array, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
         slope = jax.random.uniform(next_key("rrelu"), input.shape, input.dtype, lower, upper)
     else:
         slope = jnp.asarray((lower + upper) / 2, input.dtype)
-    return jnp.where(input >= 0, input, input * slope)
+    return jnp.where(input > 0, input, input * slope)
 
 
 @_fn("glu")
@@ -228,6 +229,11 @@ def glu(input: jax.Array, dim: int = -1) -> jax.Array:
 def _softmax_dim(ndim: int) -> int:
     """torch's implicit softmax dim (deprecated): 0 for 0-, 1- and 3-d inputs, else 1."""
     return 0 if ndim in (0, 1, 3) else 1
+
+
+def _wide(x: jax.Array) -> jax.Array:
+    """float16/bfloat16 compute in float32, as torch's CPU kernels do (cast back after)."""
+    return x.astype(_dtypes.accumulation_dtype(x.dtype))
 
 
 def _softmax_input(input: jax.Array, dim: Optional[int], dtype: Any, name: str) -> tuple:
@@ -249,7 +255,8 @@ def softmax(input: jax.Array, dim: Optional[int] = None, _stacklevel: int = 3,
     """``F.softmax(input, dim=None, dtype=None)``: ``exp(x - max) / sum``; ``dtype`` casts
     first."""
     x, axis = _softmax_input(input, dim, dtype, "softmax")
-    return jnp.ones_like(x) if axis is None else jax.nn.softmax(x, axis=axis)
+    return jnp.ones_like(x) if axis is None else jax.nn.softmax(_wide(x), axis=axis).astype(
+        x.dtype)
 
 
 @function(F + "log_softmax")
@@ -257,14 +264,16 @@ def log_softmax(input: jax.Array, dim: Optional[int] = None, _stacklevel: int = 
                 dtype: Any = None) -> jax.Array:
     """``F.log_softmax``: ``x - max - log(sum(exp(x - max)))``."""
     x, axis = _softmax_input(input, dim, dtype, "log_softmax")
-    return jnp.zeros_like(x) if axis is None else jax.nn.log_softmax(x, axis=axis)
+    return jnp.zeros_like(x) if axis is None else jax.nn.log_softmax(_wide(x), axis=axis).astype(
+        x.dtype)
 
 
 @function(F + "softmin")
 def softmin(input: jax.Array, dim: Optional[int] = None, _stacklevel: int = 3,
             dtype: Any = None) -> jax.Array:
     x, axis = _softmax_input(input, dim, dtype, "softmin")
-    return jnp.ones_like(x) if axis is None else jax.nn.softmax(-x, axis=axis)
+    return jnp.ones_like(x) if axis is None else jax.nn.softmax(-_wide(x), axis=axis).astype(
+        x.dtype)
 
 
 @op("softmax", functions=("torch.special.softmax",))
@@ -302,10 +311,11 @@ def layer_norm(input: jax.Array, normalized_shape: Sequence[int],
                          f"with shape [*, {', '.join(map(str, shape))}], but got input of size "
                          f"{list(input.shape)}")
     axes = tuple(range(input.ndim - len(shape), input.ndim))
-    mean = jnp.mean(input, axis=axes, keepdims=True)
-    var = jnp.mean(jnp.square(input - mean), axis=axes, keepdims=True)
-    y = (input - mean) * jax.lax.rsqrt(var + eps)
-    return _affine(y, weight, bias, shape)
+    x = _wide(input)
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    y = (x - mean) * jax.lax.rsqrt(var + eps)
+    return _affine(y, weight, bias, shape).astype(input.dtype)
 
 
 @function(F + "rms_norm", "torch.rms_norm")
@@ -337,7 +347,7 @@ def group_norm(input: jax.Array, num_groups: int, weight: Optional[jax.Array] = 
     return _affine(y, weight, bias, (c,) + (1,) * (input.ndim - 2))
 
 
-@function(F + "batch_norm", "torch.batch_norm")
+@function(F + "batch_norm")
 def batch_norm(input: jax.Array, running_mean: Optional[jax.Array],
                running_var: Optional[jax.Array], weight: Optional[jax.Array] = None,
                bias: Optional[jax.Array] = None, training: bool = False, momentum: float = 0.1,
@@ -357,13 +367,14 @@ def batch_norm(input: jax.Array, running_mean: Optional[jax.Array],
                              f"training, got input size {list(input.shape)}")
         mean = jnp.mean(input, axis=axes, keepdims=True)
         var = jnp.mean(jnp.square(input - mean), axis=axes, keepdims=True)
-    else:
-        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+    else:  # buffers: no gradient (as torch)
+        mean = jax.lax.stop_gradient(running_mean.reshape(shape))
+        var = jax.lax.stop_gradient(running_var.reshape(shape))
     y = (input - mean) * jax.lax.rsqrt(var + eps)
     return _affine(y, weight, bias, shape)
 
 
-@function(F + "instance_norm", "torch.instance_norm")
+@function(F + "instance_norm")
 def instance_norm(input: jax.Array, running_mean: Optional[jax.Array] = None,
                   running_var: Optional[jax.Array] = None, weight: Optional[jax.Array] = None,
                   bias: Optional[jax.Array] = None, use_input_stats: bool = True,
@@ -375,8 +386,28 @@ def instance_norm(input: jax.Array, running_mean: Optional[jax.Array] = None,
         mean = jnp.mean(input, axis=axes, keepdims=True)
         var = jnp.mean(jnp.square(input - mean), axis=axes, keepdims=True)
     else:
-        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+        mean = jax.lax.stop_gradient(running_mean.reshape(shape))
+        var = jax.lax.stop_gradient(running_var.reshape(shape))
     return _affine((input - mean) * jax.lax.rsqrt(var + eps), weight, bias, shape)
+
+
+@function("torch.batch_norm")
+def torch_batch_norm(input: jax.Array, weight: Optional[jax.Array], bias: Optional[jax.Array],
+                     running_mean: Optional[jax.Array], running_var: Optional[jax.Array],
+                     training: bool, momentum: float, eps: float,
+                     cudnn_enabled: bool = True) -> jax.Array:
+    """``torch.batch_norm`` (ATen's argument order: weight and bias first)."""
+    return batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+@function("torch.instance_norm")
+def torch_instance_norm(input: jax.Array, weight: Optional[jax.Array],
+                        bias: Optional[jax.Array], running_mean: Optional[jax.Array],
+                        running_var: Optional[jax.Array], use_input_stats: bool,
+                        momentum: float, eps: float, cudnn_enabled: bool = True) -> jax.Array:
+    """``torch.instance_norm`` (ATen's argument order)."""
+    return instance_norm(input, running_mean, running_var, weight, bias, use_input_stats,
+                         momentum, eps)
 
 
 @function(F + "normalize")
@@ -518,33 +549,39 @@ def torch_dropout(input: jax.Array, p: float, train: bool) -> jax.Array:
     return _dropout(input, p, train, input.shape, "dropout")
 
 
-def _channel_dropout(input: jax.Array, p: float, training: bool, spatial: int,
-                     name: str) -> jax.Array:
-    if input.ndim not in (spatial + 1, spatial + 2):
-        raise ValueError(f"{name}: expected {spatial + 1}D or {spatial + 2}D input, got "
+def _feature_dropout(input: jax.Array, p: float, training: bool, name: str) -> jax.Array:
+    """torch's feature dropout: one draw per (batch, channel) of [N, C, *]."""
+    if input.ndim < 2:
+        raise ValueError(f"{name}: expected an input of at least 2 dims [N, C, *], got "
                          f"{input.ndim}D")
-    lead = input.ndim - spatial
-    return _dropout(input, p, training, input.shape[:lead] + (1,) * spatial, name)
+    return _dropout(input, p, training, input.shape[:2] + (1,) * (input.ndim - 2), name)
 
 
 @function(F + "dropout1d")
 def dropout1d(input: jax.Array, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> jax.Array:
     """``F.dropout1d``: zeroes whole channels of [N, C, L] (or [C, L])."""
-    return _channel_dropout(input, p, training, 1, "dropout1d")
+    if input.ndim not in (2, 3):
+        raise ValueError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D "
+                         f"input")
+    if input.ndim == 2:
+        return _feature_dropout(input[None], p, training, "dropout1d")[0]
+    return _feature_dropout(input, p, training, "dropout1d")
 
 
 @function(F + "dropout2d")
 def dropout2d(input: jax.Array, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> jax.Array:
-    """``F.dropout2d``: zeroes whole channels of [N, C, H, W] (or [C, H, W])."""
-    return _channel_dropout(input, p, training, 2, "dropout2d")
+    """``F.dropout2d``: zeroes whole channels of [N, C, H, W]; as torch, a 3-d input is read
+    as [N, C, L] (torch's deprecated behaviour), not as an unbatched [C, H, W]."""
+    return _feature_dropout(input, p, training, "dropout2d")
 
 
 @function(F + "dropout3d")
 def dropout3d(input: jax.Array, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> jax.Array:
-    return _channel_dropout(input, p, training, 3, "dropout3d")
+    """``F.dropout3d``: zeroes whole channels of [N, C, D, H, W]."""
+    return _feature_dropout(input, p, training, "dropout3d")
 
 
 # --------------------------------------------------------------------------- random
@@ -667,6 +704,7 @@ def normal(mean: Any, std: Any = 1.0, size: Any = None, *, generator: Any = None
         shape, dt = size_args((size,), op="normal"), _random_dtype(dtype, "normal")
     else:
         m, s = as_array(mean), as_array(std)
-        dt = jnp.result_type(m.dtype if is_array(mean) else s.dtype)
+        dt = m.dtype if is_array(mean) else s.dtype
         shape = jnp.broadcast_shapes(m.shape, s.shape)
+    mean, std = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(std)  # torch: no gradient
     return mean + std * jax.random.normal(next_key("normal"), shape, dt)

@@ -10,6 +10,7 @@ evenly among tied elements, ``max(dim)`` gives it to the returned index.
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from typing import Any, Optional
 
@@ -20,7 +21,7 @@ import numpy as np
 from .. import _dtypes
 from .._checking import is_array
 from ._functions_base import (RETURN_TYPES, dim_arg, dims_arg, dtype_arg, is_integral,
-                              long_dtype, op, to_float)
+                              long_dtype, op, safe_abs, to_float)
 from ._functions_math import maximum, minimum
 
 __all__: list = []
@@ -169,6 +170,21 @@ def _extreme_dim(input: jax.Array, dim: int, keepdim: bool, largest: bool, name:
     return RETURN_TYPES[name](values, idx.astype(long_dtype()))
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _full_extreme(x: jax.Array, largest: bool) -> jax.Array:
+    """``max(x)`` / ``min(x)`` of a float tensor with torch's gradient: shared evenly by the
+    elements equal to the result (by the NaN elements when the result is NaN)."""
+    return jnp.max(x) if largest else jnp.min(x)
+
+
+@_full_extreme.defjvp
+def _full_extreme_jvp(largest: bool, primals: tuple, tangents: tuple) -> tuple:
+    (x,), (t,) = primals, tangents
+    value = _full_extreme(x, largest)
+    mask = jnp.where(jnp.isnan(value), jnp.isnan(x), x == value).astype(t.dtype)
+    return value, jnp.sum(t * mask) / jnp.sum(mask)
+
+
 def _extreme(input: jax.Array, dim: Any, keepdim: bool, other: Any, largest: bool,
              name: str) -> Any:
     if is_array(dim) and other is None:
@@ -179,7 +195,9 @@ def _extreme(input: jax.Array, dim: Any, keepdim: bool, other: Any, largest: boo
         if input.size == 0:
             raise ValueError(f"{name}(): Expected reduction dim to be specified for input.numel()"
                              f" == 0. Specify the reduction dim with the 'dim' argument.")
-        return jnp.max(input) if largest else jnp.min(input)
+        if is_integral(input):
+            return jnp.max(input) if largest else jnp.min(input)
+        return _full_extreme(input, largest)
     return _extreme_dim(input, dim, keepdim, largest, name)
 
 
@@ -355,7 +373,7 @@ def vector_norm_impl(x: jax.Array, p: Any, dim: Any, keepdim: bool, dtype: Any,
                              f"inf, 'fro') are mapped")
         p = 2
     p = float(p)
-    a = jnp.abs(x)
+    a = safe_abs(x)
     if p == math.inf:
         return jnp.max(a, axis=axes, keepdims=keepdim)
     if p == -math.inf:
@@ -367,7 +385,7 @@ def vector_norm_impl(x: jax.Array, p: Any, dim: Any, keepdim: bool, dtype: Any,
     return _safe_pow_sum(a, p, axes, keepdim)
 
 
-@op("norm", functions=("torch.functional.norm",))
+@op("norm")
 def norm(input: jax.Array, p: Any = "fro", dim: Any = None, keepdim: bool = False,
          dtype: Any = None, out: Any = None) -> jax.Array:
     """``torch.norm(input, p='fro', dim=None, keepdim=False, dtype=None)``: vector norms over

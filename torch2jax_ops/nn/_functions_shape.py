@@ -610,6 +610,46 @@ def take(input: jax.Array, index: jax.Array) -> jax.Array:
         index.shape)
 
 
+@op("index_fill", inplace=True)
+def index_fill(input: jax.Array, dim: int, index: jax.Array, value: Any) -> jax.Array:
+    """``torch.index_fill(input, dim, index, value)``: the slices ``index`` along ``dim`` set
+    to ``value`` (a number or a 0-d tensor)."""
+    axis = dim_arg(dim, input.ndim, op="index_fill")
+    index = as_array(index).reshape(-1)
+    _check_range(index, input.shape[axis] if input.ndim else 1, "index_fill")
+    where_ = (slice(None),) * axis + (index,)
+    return input.at[where_].set(as_array(value, input.dtype))
+
+
+@op("index_put", inplace=True)
+def index_put(input: jax.Array, indices: Sequence[Any], values: Any,
+              accumulate: bool = False) -> jax.Array:
+    """``torch.index_put(input, indices, values, accumulate=False)``: ``input[indices] =
+    values`` (``+=`` with ``accumulate``, duplicates summed), as a new array."""
+    parts, _ = _index_parts(input, tuple(indices), "index_put")
+    values = as_array(values, input.dtype)
+    return input.at[parts].add(values) if accumulate else input.at[parts].set(values)
+
+
+@method("fill_diagonal_")
+def fill_diagonal_(self: jax.Array, fill_value: Any, wrap: bool = False) -> jax.Array:
+    """``Tensor.fill_diagonal_(fill_value, wrap=False)``: the main diagonal (all dims equal
+    index) set to ``fill_value``; ``wrap`` restarts it every ``ncols + 1`` rows of a tall
+    matrix, as torch."""
+    if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
+        raise ValueError("fill_diagonal_: dimensions must be larger than 1, and all of equal "
+                         "length when more than 2")
+    if self.ndim == 2:
+        rows, cols = self.shape
+        r = np.arange(rows)[:, None]
+        c = np.arange(cols)[None, :]
+        mask = (r % (cols + 1) == c) if wrap else (r == c)  # flat stride cols + 1
+    else:
+        grids = np.indices(self.shape)
+        mask = np.all(grids == grids[0], axis=0)
+    return jnp.where(mask, as_array(fill_value, self.dtype), self)
+
+
 @op("masked_fill", inplace=True)
 def masked_fill(input: jax.Array, mask: jax.Array, value: Any) -> jax.Array:
     """``torch.masked_fill(input, mask, value)``: ``value`` a number or a 0-d tensor, cast to

@@ -33,6 +33,7 @@ import jax
 import numpy as np
 
 from .._checking import is_array
+from .._sharding import sharding_aware
 from ._convert import Converter, UnsupportedModuleError
 from ._state import key_scope, next_key  # noqa: F401  (next_key: the table's random ops)
 from ._registry import (class_path, converter_for, functions, methods, register_fallback,
@@ -511,6 +512,7 @@ class TracedModule:
     def _patches(self) -> Optional[Callable]:
         return None
 
+    @sharding_aware
     def __call__(self, *args: Any, key: Any = None, **kwargs: Any) -> Any:
         for leaf in jax.tree_util.tree_leaves((args, kwargs)):
             if type(leaf).__module__.startswith("torch"):
