@@ -5,9 +5,8 @@ from typing import Optional
 
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
-from .._checking import as_array, is_traced, static_int
+from .._checking import as_array, debug_check, is_traced, static_int
 from ._edges import check_ids, node_count
 
 __all__ = ["to_dense_batch"]
@@ -43,7 +42,7 @@ def to_dense_batch(x, batch=None, fill_value: float = 0.0, max_num_nodes: Option
     check_ids(batch, b, "batch", op=op)
     if is_traced(batch):
         if num > 1:
-            checkify.debug_check(jnp.all(batch[1:] >= batch[:-1]), f"{op}: `batch` must be sorted")
+            debug_check(jnp.all(batch[1:] >= batch[:-1]), f"{op}: `batch` must be sorted")
     elif num > 1 and (np.diff(np.asarray(batch)) < 0).any():
         raise ValueError(f"{op}: `batch` must be sorted (non-decreasing): PyG's mini-batches "
                          f"keep each graph's nodes together; sort x and batch by batch first")

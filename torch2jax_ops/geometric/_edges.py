@@ -21,10 +21,9 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from .. import _dtypes
-from .._checking import REDUCTIONS, as_array, check_reduce, is_traced, static_int
+from .._checking import REDUCTIONS, as_array, check_reduce, debug_check, is_traced, static_int
 from ..torch_scatter._gather import take_groups
 from ..torch_scatter._groups import Groups
 
@@ -69,8 +68,8 @@ def check_ids(ids: jax.Array, num_nodes: int, name: str, *, op: str) -> None:
     if ids.size == 0:
         return
     if is_traced(ids):
-        checkify.debug_check(jnp.all((ids >= 0) & (ids <= num_nodes)),
-                             f"{op}: `{name}` has ids outside [0, {num_nodes}]")
+        debug_check(jnp.all((ids >= 0) & (ids <= num_nodes)),
+                    f"{op}: `{name}` has ids outside [0, {num_nodes}]")
         return
     values = np.asarray(ids)
     lo, hi = int(values.min()), int(values.max())

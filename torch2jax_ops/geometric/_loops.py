@@ -157,7 +157,7 @@ def add_remaining_self_loops_static(edge_index, edge_attr=None, fill_value: Fill
         return out_index, None
     loop_attr = loop_attributes(edge_attr, fill_value, edge_index[1], n, op=op)
     # The last existing loop of each node wins: scatter the edge position, take the max.
-    slot = jnp.where(loop, edge_index[0], n)
+    slot = jnp.where(loop, edge_index[1], n)  # a loop's source is its target: key by target
     last = jax.ops.segment_max(jnp.where(loop, jnp.arange(num_edges), -1), slot, n)
     has = last >= 0
     taken = edge_attr[jnp.clip(last, 0, max(num_edges - 1, 0))] if num_edges else loop_attr

@@ -63,9 +63,27 @@ def check_flow(m: Any, ctx: Converter) -> None:
         raise ctx.unsupported(m, "explain mode is on")
 
 
-def check_aggr(m: Any, ctx: Converter, allowed: tuple = REDUCTIONS) -> str:
-    """A converter's check: ``m.aggr`` is a reduction name the port implements."""
+def check_aggr(m: Any, ctx: Converter, allowed: tuple = REDUCTIONS, *,
+               modules: bool = False) -> Any:
+    """A converter's check: ``m.aggr`` is a reduction name the port implements.
+
+    ``modules=True`` (layers that take an aggregation module): any other
+    aggregation -- a module (``aggr=SoftmaxAggregation(learn=True)``), a name
+    PyG resolves to one (``"std"``, ``"softmax"``), a list of names -- whose
+    class has a converter (:mod:`torch2jax_ops.geometric.nn.aggr`) is returned
+    converted, as the layer's ``aggr_module`` (its arrays keep PyG's
+    ``aggr_module.*`` names); the port calls it as
+    ``aggr_module(messages, index, dim_size=N, dim=node_dim)``.
+    """
     aggr = m.aggr
-    if not isinstance(aggr, str) or aggr not in allowed:
-        raise ctx.unsupported(m, f"aggr={aggr!r}; ported: {allowed}")
-    return aggr
+    if isinstance(aggr, str) and aggr in allowed:
+        return aggr
+    module = getattr(m, "aggr_module", None)
+    if modules and module is not None:
+        from ...nn._registry import converter_for
+
+        if converter_for(type(module)) is not None:
+            return ctx.child(module, "aggr_module")
+    hint = (" or an aggregation module with a converter (torch2jax_ops.geometric.nn.aggr)"
+            if modules else "")
+    raise ctx.unsupported(m, f"aggr={aggr!r}; ported: {allowed}{hint}")

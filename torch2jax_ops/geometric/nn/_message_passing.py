@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from ..._checking import REDUCTIONS, as_array, is_array
+from ..._sharding import sharding_aware
 from ...nn import Converter, UnsupportedModuleError, register_converter, register_function
 from ...nn._fx import TracedModule, _children, _Program
 from ..._checking import normalize_dim
@@ -185,6 +186,7 @@ class MessagePassing(eqx.Module):
     flow = "source_to_target"
     node_dim = -2
 
+    @sharding_aware
     def propagate(self, edge_index: Any, size: Optional[tuple] = None, **kwargs: Any) -> Any:
         """PyG's ``propagate``: collect, ``message``, ``aggregate``, ``update``."""
         op = f"{type(self).__name__}.propagate"

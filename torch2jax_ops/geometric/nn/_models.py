@@ -1,4 +1,4 @@
-"""PyG's ``MLP`` and its ``BatchNorm`` wrapper, as equinox modules."""
+"""PyG's ``MLP`` as an equinox module (PyG's ``BatchNorm`` lives in :mod:`.norm`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,27 +6,13 @@ from typing import Any
 import equinox as eqx
 import jax
 
-from ...nn import BatchNorm1d, Converter, ModuleList, register_converter
+from ...nn import Converter, ModuleList, register_converter
 from ...nn._layers import dropout
+from .norm._batch_norm import BatchNorm  # noqa: F401  (moved; `from ._models import BatchNorm` works)
 
 __all__ = ["MLP", "BatchNorm"]
 
 _PYG = "torch_geometric.nn"
-
-
-class BatchNorm(eqx.Module):
-    """``torch_geometric.nn.norm.BatchNorm``: a ``BatchNorm1d`` named ``module``.
-
-    With ``allow_single_element`` a single row is normalised with the running
-    statistics even in training mode (PyG's rule).
-    """
-    module: BatchNorm1d
-    allow_single_element: bool = eqx.field(static=True, default=False)
-
-    def __call__(self, x: jax.Array, *args: Any, **kwargs: Any) -> jax.Array:
-        if self.allow_single_element and x.shape[0] <= 1 and self.module.training:
-            return eqx.tree_at(lambda b: b.training, self.module, False)(x)
-        return self.module(x)
 
 
 class MLP(eqx.Module):
@@ -60,14 +46,6 @@ class MLP(eqx.Module):
             x = self.lins[-1](x)
             x = dropout(x, rates[-1], self.training, op="MLP")
         return x
-
-
-@register_converter(f"{_PYG}.norm.batch_norm.BatchNorm")
-def _pyg_batch_norm(m, ctx: Converter):
-    if getattr(m, "mode", "node") != "node":
-        raise ctx.unsupported(m, f"mode={m.mode!r}; only mode='node' is ported")
-    return BatchNorm(ctx.child(m.module, "module"),
-                     allow_single_element=bool(getattr(m, "allow_single_element", False)))
 
 
 @register_converter(f"{_PYG}.models.mlp.MLP")

@@ -7,6 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._convert import state_arrays
 from ....nn._state import next_key
@@ -23,7 +24,8 @@ _PYG = "torch_geometric.nn"
 class GATConv(eqx.Module):
     """``torch_geometric.nn.GATConv``; attention dropout in training mode (with a key).
 
-    ``__call__(x [N, F_in] or (x_src, x_dst), edge_index [2, E], edge_attr [E, D] = None)``
+    ``__call__(x [N, F_in] or (x_src, x_dst), edge_index [2, E], edge_attr [E, D] = None,
+    *, key=None)`` (``key``: attention dropout in training mode)
     -> ``[N_dst, heads * C]`` (``concat``) or ``[N_dst, C]`` (mean over heads).
 
     Per head: ``h = lin(x)`` viewed ``[N, H, C]``; ``alpha_ji = leaky_relu(a_src.h_j
@@ -66,7 +68,8 @@ class GATConv(eqx.Module):
         h_src = self.lin_src(x_src).reshape(shape)
         return h_src, None if x_dst is None else self.lin_dst(x_dst).reshape(shape)
 
-    def __call__(self, x, edge_index, edge_attr=None):
+    @sharding_aware
+    def __call__(self, x, edge_index, edge_attr=None, *, key=None):
         op = "GATConv"
         tuple_input = isinstance(x, (tuple, list))
         x_src, x_dst = pair(x, op=op)
@@ -111,7 +114,7 @@ class GATConv(eqx.Module):
         weights = loop_weights = None
         if self.training and self.dropout > 0:  # attention dropout: a key from the call
             p = self.dropout
-            key = next_key(op)
+            key = next_key(op) if key is None else key
             weights = jax.random.bernoulli(key, 1 - p, alpha.shape) / (1 - p)
             loop_weights = jax.random.bernoulli(jax.random.fold_in(key, 1), 1 - p,
                                                 loop_alpha.shape) / (1 - p)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
+from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather
 from .._common import check_aggr, check_flow, checked_edges, edge_values, pair, weighted
@@ -33,6 +34,7 @@ class GCNConv(eqx.Module):
     add_self_loops: bool = eqx.field(static=True, default=True)
     normalize: bool = eqx.field(static=True, default=True)
 
+    @sharding_aware
     def __call__(self, x, edge_index, edge_weight=None):
         op = "GCNConv"
         x = as_array(x, "x", op=op)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
+from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather
 from .._common import check_aggr, check_flow, checked_edges, edge_values, pair, weighted
@@ -33,6 +34,7 @@ class GINConv(eqx.Module):
             out = out + (1 + eps) * x_dst
         return self.nn(out)
 
+    @sharding_aware
     def __call__(self, x, edge_index):
         op = "GINConv"
         x_src, x_dst = pair(x, op=op)
@@ -50,6 +52,7 @@ class GINEConv(GINConv):
     """
     lin: Optional[Linear] = None
 
+    @sharding_aware
     def __call__(self, x, edge_index, edge_attr=None):
         op = "GINEConv"
         x_src, x_dst = pair(x, op=op)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
+from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather
 from .._common import check_aggr, check_flow, checked_edges, edge_values, pair, weighted
@@ -26,15 +27,20 @@ class GraphConv(eqx.Module):
     lin_rel: Linear
     lin_root: Linear
     aggr: str = eqx.field(static=True, default="add")
+    aggr_module: Any = None  # an aggregation module port (aggr=SoftmaxAggregation(...) ...)
 
+    @sharding_aware
     def __call__(self, x, edge_index, edge_weight=None):
         op = "GraphConv"
         x_src, x_dst = pair(x, op=op)
         edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
         edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op)
         n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
-        out = aggregate(weighted(gather(x_src, edge_index[0]), edge_weight), edge_index[1], n,
-                        self.aggr, op=op)
+        messages = weighted(gather(x_src, edge_index[0]), edge_weight)
+        if self.aggr_module is not None:
+            out = self.aggr_module(messages, edge_index[1], dim_size=n, dim=0)
+        else:
+            out = aggregate(messages, edge_index[1], n, self.aggr, op=op)
         out = self.lin_rel(out)
         return out if x_dst is None else out + self.lin_root(x_dst)
 
@@ -42,5 +48,7 @@ class GraphConv(eqx.Module):
 @register_converter(f"{_PYG}.conv.graph_conv.GraphConv")
 def _graph(m, ctx: Converter):
     check_flow(m, ctx)
+    aggr = check_aggr(m, ctx, ("add", "sum", "mean", "max", "min", "mul"), modules=True)
     return GraphConv(ctx.child(m.lin_rel, "lin_rel"), ctx.child(m.lin_root, "lin_root"),
-                     aggr=check_aggr(m, ctx, ("add", "sum", "mean", "max", "min", "mul")))
+                     aggr=aggr if isinstance(aggr, str) else None,
+                     aggr_module=None if isinstance(aggr, str) else aggr)

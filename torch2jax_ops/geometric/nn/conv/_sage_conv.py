@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
+from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather
 from .._common import check_aggr, check_flow, checked_edges, edge_values, pair, weighted
@@ -28,7 +29,9 @@ class SAGEConv(eqx.Module):
     lin: Optional[Linear] = None
     aggr: str = eqx.field(static=True, default="mean")
     normalize: bool = eqx.field(static=True, default=False)
+    aggr_module: Any = None  # an aggregation module port (aggr=SoftmaxAggregation(...) ...)
 
+    @sharding_aware
     def __call__(self, x, edge_index):
         op = "SAGEConv"
         x_src, x_dst = pair(x, op=op)
@@ -36,7 +39,11 @@ class SAGEConv(eqx.Module):
         if self.lin is not None:
             x_src = jax.nn.relu(self.lin(x_src))
         n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
-        out = self.lin_l(aggregate(gather(x_src, edge_index[0]), edge_index[1], n, self.aggr, op=op))
+        messages = gather(x_src, edge_index[0])
+        if self.aggr_module is not None:
+            out = self.lin_l(self.aggr_module(messages, edge_index[1], dim_size=n, dim=0))
+        else:
+            out = self.lin_l(aggregate(messages, edge_index[1], n, self.aggr, op=op))
         if self.lin_r is not None and x_dst is not None:
             out = out + self.lin_r(x_dst)
         if self.normalize:  # F.normalize(p=2, dim=-1, eps=1e-12)
@@ -48,8 +55,10 @@ class SAGEConv(eqx.Module):
 @register_converter(f"{_PYG}.conv.sage_conv.SAGEConv")
 def _sage(m, ctx: Converter):
     check_flow(m, ctx)
+    aggr = check_aggr(m, ctx, ("add", "sum", "mean", "max", "min", "mul"), modules=True)
     return SAGEConv(ctx.child(m.lin_l, "lin_l"),
                     ctx.child(m.lin_r, "lin_r") if m.root_weight else None,
                     ctx.child(m.lin, "lin") if m.project else None,
-                    aggr=check_aggr(m, ctx, ("add", "sum", "mean", "max", "min", "mul")),
-                    normalize=m.normalize)
+                    aggr=aggr if isinstance(aggr, str) else None,
+                    normalize=m.normalize,
+                    aggr_module=None if isinstance(aggr, str) else aggr)

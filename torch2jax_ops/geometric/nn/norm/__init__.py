@@ -1,4 +1,16 @@
-"""``torch_geometric.nn.norm`` on JAX: PyG's normalisation layers."""
-from .._models import BatchNorm
+"""``torch_geometric.nn.norm`` on JAX: PyG's normalisation layers.
 
-__all__ = ["BatchNorm"]
+Each takes PyG's call (``x``, and ``batch`` / ``batch_size`` for the graph-wise
+norms: under ``jax.jit`` pass ``batch_size`` with a ``batch``, and graph id
+``batch_size`` marks padding nodes) and has PyG's parameter and buffer names.
+"""
+from ._batch_norm import BatchNorm
+from ._diff_group_norm import DiffGroupNorm
+from ._graph_norm import GraphNorm, GraphSizeNorm, MeanSubtractionNorm
+from ._instance_norm import InstanceNorm
+from ._layer_norm import LayerNorm
+from ._message_norm import MessageNorm
+from ._pair_norm import PairNorm
+
+__all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "GraphNorm", "GraphSizeNorm", "PairNorm",
+           "MeanSubtractionNorm", "MessageNorm", "DiffGroupNorm"]

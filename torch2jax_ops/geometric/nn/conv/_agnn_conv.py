@@ -1,0 +1,59 @@
+"""PyG's ``AGNNConv`` (attention-based graph neural network, Thekumparampil et al.)."""
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ...._checking import as_array
+from ...._sharding import sharding_aware
+from ....nn import Converter, register_converter
+from ..._edges import edge_array, gather
+from ._attention import GatedPropagation, attend, l2_normalize, loop_plan
+from ._propagation import check_common, convert_aggr
+
+__all__ = ["AGNNConv"]
+
+
+class AGNNConv(GatedPropagation):
+    """``torch_geometric.nn.AGNNConv``: ``out_i = sum_j softmax_i(beta cos(x_i, x_j)) x_j``.
+
+    ``__call__(x [N, F], edge_index [2, E]) -> [N, F]``. No weights but the
+    temperature ``beta [1]``: a parameter (``requires_grad=True``) or a buffer
+    of ones that gets no gradient (``requires_grad=False``), as in PyG. With
+    ``add_self_loops`` every existing loop is removed and one loop per node
+    added (node-wise here). The cosine uses ``F.normalize`` (norms clamped at
+    1e-12), the softmax is PyG's (grouped by target).
+    """
+    beta: jax.Array = None
+    aggr_module: Any = None
+    requires_grad: bool = eqx.field(static=True, default=True)
+    add_self_loops: bool = eqx.field(static=True, default=True)
+    aggr: str = eqx.field(static=True, default="add")
+
+    @sharding_aware
+    def __call__(self, x, edge_index):
+        op = "AGNNConv"
+        x = as_array(x, "x", op=op)
+        if x.ndim != 2:
+            raise ValueError(f"{op}: `x` must be [num_nodes, channels], got shape "
+                             f"{tuple(x.shape)}")
+        n, f = x.shape
+        edge_index = edge_array(edge_index, n, op=op)
+        beta = self.beta if self.requires_grad else jax.lax.stop_gradient(self.beta)
+        x_norm = l2_normalize(x)
+        src, dst, n_loops = loop_plan(edge_index, n, n, self.add_self_loops)
+        both = gather(jnp.concatenate([x, x_norm], axis=-1), src)  # one gather: x_j, x_norm_j
+        x_j = both[:, :f]
+        scores = beta * jnp.sum(gather(x_norm, dst) * both[:, f:], axis=-1)
+        loop_scores = beta * jnp.sum(x_norm[:n_loops] * x_norm[:n_loops], axis=-1)
+        return attend(self, scores, x_j, dst, n, loop_scores, x[:n_loops])
+
+
+@register_converter("torch_geometric.nn.conv.agnn_conv.AGNNConv")
+def _agnn(m, ctx: Converter) -> AGNNConv:
+    check_common(m, ctx)
+    return AGNNConv(beta=ctx.array(m.beta), requires_grad=m.requires_grad,
+                    add_self_loops=m.add_self_loops, **convert_aggr(m, ctx))
