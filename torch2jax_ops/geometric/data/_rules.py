@@ -33,7 +33,7 @@ def is_pyg_data(obj: Any) -> bool:
 
 
 def check_item(obj: Any, *, op: str, mappings: bool = False, where: str = "") -> str:
-    """``"pyg"`` or ``"mapping"``; anything else is a TypeError naming its type and what is taken."""
+    """``"pyg"`` or ``"mapping"``; anything else: a TypeError naming its type and what is taken."""
     if is_pyg_data(obj):
         return "pyg"
     pyg = sys.modules.get("torch_geometric.data")

@@ -94,12 +94,7 @@ def read_item(item: Any, *, x64: bool, allow_downcast: bool, exclude: tuple = ()
               op: str = "JaxLoader", where: str = "") -> HostGraph:
     """A PyG ``Data``/``Batch`` or a dict of arrays as a :class:`HostGraph` (dtypes converted)."""
     kind = check_item(item, op=op, mappings=True, where=where)
-    if kind == "pyg":
-        keys = list(item.keys())
-        get = item.__getitem__
-    else:
-        keys = list(item)
-        get = item.__getitem__
+    keys = list(item.keys())
     fields: dict = dict.fromkeys(_FIELDS)
     attrs: dict = {}
     batch_size = None
@@ -107,7 +102,7 @@ def read_item(item: Any, *, x64: bool, allow_downcast: bool, exclude: tuple = ()
     for key in keys:
         if key in exclude:
             continue
-        value = get(key)
+        value = item[key]
         if value is None:
             continue
         if key == "batch_size":
@@ -123,7 +118,7 @@ def read_item(item: Any, *, x64: bool, allow_downcast: bool, exclude: tuple = ()
         if key in _FIELDS:
             fields[key] = array
         else:
-            tensor_like = kind == "mapping" or type(value).__module__.startswith("torch")
+            tensor_like = not isinstance(value, (list, tuple, bool, numbers.Number))
             axis = cat_axis(item if kind == "pyg" else None, key, value if kind == "pyg"
                             else array) if tensor_like else None
             attrs[key] = (array, axis)

@@ -23,6 +23,14 @@ _OP = "JaxLoader"
 _ITEM, _DONE, _ERROR = "item", "done", "error"
 
 
+def _x64_mode(enabled: bool) -> Any:
+    """JAX's thread-local 64-bit mode switch (``jax.enable_x64``; older JAX: experimental)."""
+    switch = getattr(jax, "enable_x64", None)
+    if switch is None:
+        from jax.experimental import enable_x64 as switch
+    return switch(enabled)
+
+
 class LadderWarning(UserWarning):
     """A batch outgrew the padding sizes: one more level, hence one more compilation."""
 
@@ -47,8 +55,9 @@ class EpochStats:
 
 
 class JaxLoader:
-    """Wrap a loader of PyG batches; iterate padded :class:`~torch2jax_ops.geometric.PaddedGraph`\\ s
-    on the device, prepared by a background thread while your jitted step runs.
+    """Wrap a loader of PyG batches; iterate padded
+    :class:`~torch2jax_ops.geometric.PaddedGraph`\\ s on the device, prepared by a background
+    thread while your jitted step runs.
 
     Every batch is padded to a level of a :class:`~torch2jax_ops.geometric.BucketLadder`
     (jraph's convention: real rows first, then one padding graph), so a jitted
@@ -151,7 +160,8 @@ class JaxLoader:
                 self._plan = plan_for(self.loader, self._kinds, op=_OP)
 
     def _prepare(self, item: Any, index: int, target: Any, x64: bool) -> tuple:
-        """Convert, pad and place one batch: ``(PaddedGraph on the device, level, warnings)``."""
+        """Convert, pad and place one batch: ``(PaddedGraph on the device, its padded sizes,
+        warnings to issue)``."""
         host = read_item(item, x64=x64, allow_downcast=self.allow_downcast,
                          exclude=self.exclude, op=_OP, where=f"batch {index}: ")
         notes = []
@@ -198,7 +208,8 @@ class JaxLoader:
         except TypeError:
             raise TypeError(f"{_OP}: `loader` must be iterable (a DataLoader, NeighborLoader, a "
                             f"list of batches ...), got {type(self.loader).__name__}") from None
-        # JAX's default device and 64-bit mode can be thread-local: read them here.
+        # JAX's default device and 64-bit mode can be thread-local (jax.default_device,
+        # jax.enable_x64): read them here, in the loop's thread.
         target = default_device() if self.device is None else self.device
         x64 = bool(jax.config.jax_enable_x64)
         return self._epoch(iterator, target, x64)
@@ -260,6 +271,10 @@ class JaxLoader:
             return False
 
         def work() -> None:
+            with _x64_mode(x64):  # a thread-local setting: carry the loop's over
+                run()
+
+        def run() -> None:
             done = 0
             try:
                 for index, item in enumerate(iterator):

@@ -156,5 +156,6 @@ def plan_for(loader: Any, kinds: Kinds, *, op: str) -> Optional[Plan]:
 
 def plan_from_batch(nodes: int, edges: int, graphs: int) -> Plan:
     """A one-shot iterator's plan: its first batch with 25% headroom."""
-    return Plan(BucketLadder.from_sizes([nodes], [edges], [graphs], headroom=1.25), {},
+    return Plan(BucketLadder.from_sizes([nodes], [edges], [graphs], quantiles=(1.0,),
+                                        headroom=1.25), {},
                 "the first batch")

@@ -1,4 +1,4 @@
-"""The loader's progress bar (rich when installed, a plain line otherwise) and the compile counter."""
+"""The loader's progress bar (rich when installed, else a plain line) and the compile counter."""
 from __future__ import annotations
 
 import importlib.util
