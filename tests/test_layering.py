@@ -138,7 +138,7 @@ def test_package_code_never_imports_parity_or_the_cases():
 PUBLIC = ["torch2jax_ops.torch_scatter", "torch2jax_ops.dlpack", "torch2jax_ops.bridge",
           "torch2jax_ops.func", "torch2jax_ops.autograd", "torch2jax_ops.nn",
           "torch2jax_ops.geometric", "torch2jax_ops.geometric.nn", "torch2jax_ops.tree",
-          "torch2jax_ops.dtypes"]
+          "torch2jax_ops.dtypes", "torch2jax_ops.distributed"]
 
 
 @pytest.mark.parametrize("module", PUBLIC)

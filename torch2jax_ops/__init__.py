@@ -12,7 +12,8 @@ The derivative APIs mirror torch's layout: ``torch2jax_ops.autograd``
 """
 from importlib.metadata import PackageNotFoundError, version
 
-from . import autograd, bridge, dlpack, dtypes, func, geometric, nn, torch_scatter, tree
+from . import (autograd, bridge, distributed, dlpack, dtypes, func, geometric, nn,
+               torch_scatter, tree)
 from ._checking import checked
 from .bridge import as_jax, as_torch
 from .dlpack import shares_memory, to_jax, to_torch, tree_to_jax, tree_to_torch
@@ -30,7 +31,8 @@ except PackageNotFoundError:  # a checkout on sys.path without an install
     __version__ = "0+unknown"
 
 __all__ = [
-    "autograd", "bridge", "dlpack", "dtypes", "func", "geometric", "nn", "torch_scatter", "tree",
+    "autograd", "bridge", "distributed", "dlpack", "dtypes", "func", "geometric", "nn",
+    "torch_scatter", "tree",
     "checked",
     "scatter", "scatter_sum", "scatter_add", "scatter_mul", "scatter_mean",
     "scatter_min", "scatter_max",

@@ -13,6 +13,7 @@ normally and becomes a real error when the function runs through
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 from typing import Any, Callable, Literal, Optional, Sequence, TypeVar
@@ -22,7 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-__all__ = ["checked", "is_traced", "is_array", "is_inexact", "as_array", "normalize_dim", "check_index",
+__all__ = ["checked", "debug_check", "is_traced", "is_array", "is_inexact", "as_array",
+           "normalize_dim", "check_index",
            "static_int", "Reduction", "REDUCTIONS", "SEGMENT_REDUCTIONS", "check_reduce"]
 
 #: A reduction name as torch_scatter / PyG spell it ("add" is "sum").
@@ -50,6 +52,39 @@ def checked(fn: F) -> F:
         return result
 
     return run  # type: ignore[return-value]
+
+
+def debug_check(pred: Any, msg: str, **payload: Any) -> None:
+    """``checkify.debug_check(pred, msg, **payload)``, also under an Explicit-sharded mesh.
+
+    Free unless the function runs through :func:`checked`. Under ``jax.vmap``
+    over a batch sharded on an Explicit mesh (data parallelism), checkify's
+    batching rule sorts the batched predicate along the sharded batch axis
+    and fails at trace time; the check then runs with those mesh axes in Auto
+    mode (``jax.sharding.auto_axes``), where nothing needs a placement.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    context = not mesh.empty
+    if not context:
+        for leaf in jax.tree_util.tree_leaves((pred, payload)):
+            try:
+                candidate = jax.typeof(leaf).sharding.mesh
+            except (AttributeError, TypeError):
+                continue
+            if not candidate.empty and candidate.explicit_axes:
+                mesh = candidate
+                break
+    if mesh.empty or not mesh.explicit_axes:
+        checkify.debug_check(pred, msg, **payload)
+        return
+
+    def run(pred: Any, payload: dict) -> Any:
+        checkify.debug_check(pred, msg, **payload)
+        return pred
+
+    scope = contextlib.nullcontext() if context else jax.sharding.use_abstract_mesh(mesh)
+    with scope:
+        jax.sharding.auto_axes(run, out_sharding=jax.sharding.PartitionSpec())(pred, payload)
 
 
 def is_traced(x: Any) -> bool:
