@@ -10,7 +10,7 @@ PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 STAMP   = $(VENV)/.installed-$(TORCH)
 
-.PHONY: all setup parity parity-quick test test-fast bench bench-gpu clean
+.PHONY: all setup parity parity-quick test test-fast lint bench bench-gpu clean
 
 all: test
 
@@ -34,13 +34,22 @@ $(STAMP): pyproject.toml
 parity: setup
 	$(PY) -m torch2jax_ops parity --report $(REPORT)
 
+# pytest-xdist: one worker per core (the suite is CPU-bound; two workers on the 2-core CI
+# machine). XDIST= runs it in one process.
+XDIST ?= -n auto
+
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests parity_tests
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) tests parity_tests
 
 # The fast tier while editing: unit tests, one parity case per op and dtype family, and the
 # behaviour tests not marked slow (parity_tests/tiers.py). `make test` stays the full suite.
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests parity_tests
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "not slow" tests parity_tests
+
+# ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and mypy on the package
+lint: setup
+	$(PY) -m ruff check torch2jax_ops
+	$(PY) -m mypy
 
 parity-quick: setup
 	$(PY) -m torch2jax_ops parity --quick

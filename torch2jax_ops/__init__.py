@@ -12,18 +12,48 @@ The derivative APIs mirror torch's layout: ``torch2jax_ops.autograd``
 """
 from importlib.metadata import PackageNotFoundError, version
 
-from . import (autograd, bridge, distributed, dlpack, dtypes, func, geometric, nn,
-               torch_scatter, tree)
+from . import (
+    autograd,
+    bridge,
+    distributed,
+    dlpack,
+    dtypes,
+    func,
+    geometric,
+    nn,
+    torch_scatter,
+    tree,
+)
 from ._checking import checked
 from .bridge import as_jax, as_torch
 from .dlpack import shares_memory, to_jax, to_torch, tree_to_jax, tree_to_torch
-from .torch_scatter import (gather_coo, gather_csr, scatter, scatter_add, scatter_log_softmax,
-                            scatter_logsumexp, scatter_max, scatter_mean, scatter_min,
-                            scatter_mul, scatter_softmax, scatter_std, scatter_sum,
-                            segment_add_coo, segment_add_csr, segment_coo, segment_csr,
-                            segment_max_coo, segment_max_csr, segment_mean_coo,
-                            segment_mean_csr, segment_min_coo, segment_min_csr,
-                            segment_sum_coo, segment_sum_csr)
+from .torch_scatter import (
+    gather_coo,
+    gather_csr,
+    scatter,
+    scatter_add,
+    scatter_log_softmax,
+    scatter_logsumexp,
+    scatter_max,
+    scatter_mean,
+    scatter_min,
+    scatter_mul,
+    scatter_softmax,
+    scatter_std,
+    scatter_sum,
+    segment_add_coo,
+    segment_add_csr,
+    segment_coo,
+    segment_csr,
+    segment_max_coo,
+    segment_max_csr,
+    segment_mean_coo,
+    segment_mean_csr,
+    segment_min_coo,
+    segment_min_csr,
+    segment_sum_coo,
+    segment_sum_csr,
+)
 
 try:
     __version__ = version("torch2jax_ops")

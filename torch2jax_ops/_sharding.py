@@ -38,7 +38,8 @@ import weakref
 from typing import Any, Callable, Optional, TypeVar
 
 import jax
-from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 __all__ = ["sharding_aware", "sharding_mode", "explicit_mesh", "default_out_spec",
            "plain_call", "tag_array", "array_tag"]
@@ -305,7 +306,7 @@ def _graph_tag(leaves: list, is_layer: bool) -> Any:
 
 # ------------------------------------------------------------------ the decorator
 
-_WRAPPERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_WRAPPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def sharding_aware(fn: F) -> F:

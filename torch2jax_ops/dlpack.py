@@ -37,7 +37,6 @@ from __future__ import annotations
 from typing import Any, Optional, Union
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes

@@ -13,8 +13,8 @@ by :func:`dependencies` (a walk over the jaxpr).
 graph, so derivatives are taken of functions (``torch2jax_ops.func.grad``,
 ``jax.grad``), not of tensors. See ``migration_guide/autograd.md``.
 """
-from . import functional
 from .._dependence import dependencies
+from . import functional
 from ._function import Function, FunctionCtx, once_differentiable
 
 __all__ = ["functional", "Function", "FunctionCtx", "once_differentiable", "dependencies"]

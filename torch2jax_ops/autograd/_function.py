@@ -131,7 +131,7 @@ class FunctionCtx:
         return arrays, (treedef, where, others, self.needs_input_grad, self._materialize)
 
     @classmethod
-    def _rebuild(cls, arrays: list, static: tuple) -> "FunctionCtx":
+    def _rebuild(cls, arrays: list, static: tuple) -> FunctionCtx:
         treedef, where, others, needs, materialize = static
         it = iter(arrays)
         leaves = [next(it) if w else other for w, other in zip(where, others)]

@@ -31,11 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._checking import is_array
+from .._dependence import dependencies
 from ..func._common import _check_floating, _float0_zeros
 from ..func._jacobian import jacobian_blocks
-from .._dependence import dependencies
-
-from .._checking import is_array
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 

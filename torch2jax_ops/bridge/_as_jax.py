@@ -115,7 +115,7 @@ class _AsJax:
         return call
 
     # -- the JAX side --------------------------------------------------------------
-    def vjp(self, key: tuple) -> "_AsJax":
+    def vjp(self, key: tuple) -> _AsJax:
         """``(primals, cts) -> grads`` by torch autograd, itself bridged (second order)."""
         if key not in self.vjps:
             def torch_vjp(primals, cts):

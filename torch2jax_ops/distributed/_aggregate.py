@@ -17,7 +17,8 @@ from typing import Any, Optional, Union
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from .. import _dtypes
 from .._checking import as_array, check_index, check_reduce, static_int

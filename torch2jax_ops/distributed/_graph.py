@@ -6,7 +6,8 @@ from typing import Any, Optional, Union
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from .._checking import is_traced
 from .._sharding import tag_array

@@ -49,7 +49,7 @@ def _split(rest: str) -> tuple:
     """``'TYPE opcode(operands), attrs'`` -> (TYPE, opcode, operands, attrs)."""
     if rest.startswith("("):
         depth = 0
-        for j, ch in enumerate(rest):
+        for j, ch in enumerate(rest):  # noqa: B007  (j is read after the loop)
             depth += (ch == "(") - (ch == ")")
             if depth == 0:
                 break
@@ -61,7 +61,7 @@ def _split(rest: str) -> tuple:
         return type_text, None, "", ""
     opcode, tail = match.group(1), match.group(2)
     depth, j = 1, 0
-    for j, ch in enumerate(tail):
+    for j, ch in enumerate(tail):  # noqa: B007  (j is read after the loop)
         depth += (ch == "(") - (ch == ")")
         if depth == 0:
             break

@@ -44,7 +44,8 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 from jax.extend import core as jcore
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from .._sharding import array_tag, plain_call, sharding_mode
 
@@ -69,7 +70,7 @@ class _Unsupported(Exception):
 @dataclasses.dataclass(frozen=True)
 class EdgeTag:
     """What :func:`torch2jax_ops._sharding.tag_array` remembers for a sharded graph's edge array."""
-    layout: "GraphLayout"
+    layout: GraphLayout
     role: str  # "edge_index" ([2, E]) or "edge" ([E, ...])
 
     def call(self, fn: Callable, args: tuple, kwargs: dict, out_sharding: Any) -> Any:

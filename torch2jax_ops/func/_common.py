@@ -1,13 +1,13 @@
 """Argument checks shared by the ``torch.func`` mirror: argnums, floating inputs, scalar outputs."""
 from __future__ import annotations
 
+from typing import Any, Callable, Sequence, Union
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-from typing import Any, Callable, Sequence, Union
 
 from .._checking import is_array
-
 
 Argnums = Union[int, tuple]
 

@@ -9,7 +9,6 @@ from .._checking import is_array
 from ..tree import leaf_name
 
 
-
 def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = None,
                     kwargs: Optional[dict] = None, *, tie_weights: bool = True,
                     strict: bool = False) -> Any:

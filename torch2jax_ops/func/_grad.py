@@ -10,8 +10,14 @@ import numpy as np
 
 from .._checking import is_inexact
 from .._dependence import dependencies
-from ._common import Argnums, _check_floating, _float0_zeros, _name, _normalize_argnums, _scalar_output
-
+from ._common import (
+    Argnums,
+    _check_floating,
+    _float0_zeros,
+    _name,
+    _normalize_argnums,
+    _scalar_output,
+)
 
 
 def grad(func: Callable, argnums: Argnums = 0, has_aux: bool = False) -> Callable:

@@ -15,7 +15,6 @@ from .._checking import is_array
 from ._common import _normalize_argnums, _scalar_output
 
 
-
 def _concrete_int(x: Any) -> Optional[int]:
     """``x`` as a Python int when its value is known now, None when traced."""
     if isinstance(x, jax.core.Tracer):

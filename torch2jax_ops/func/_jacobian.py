@@ -9,9 +9,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checking import is_array, is_inexact
-from ._common import Argnums, _check_floating, _check_randomness, _float0_zeros, _name, _normalize_argnums
+from ._common import (
+    Argnums,
+    _check_floating,
+    _check_randomness,
+    _float0_zeros,
+    _name,
+    _normalize_argnums,
+)
 from ._vmap import vmap
-
 
 
 def _eye_rows(arrays: Sequence[Any]) -> list:

@@ -13,7 +13,6 @@ from .._checking import is_array
 from ._common import _check_randomness, _name
 
 
-
 def _is_key(leaf: Any) -> bool:
     return isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 

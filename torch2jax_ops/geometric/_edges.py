@@ -22,7 +22,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes
 from .._checking import REDUCTIONS, as_array, check_reduce, debug_check, is_traced, static_int
 from ..torch_scatter._gather import take_groups
 from ..torch_scatter._groups import Groups

@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 
 from .._checking import as_array
-from ._loops import add_remaining_self_loops, add_remaining_self_loops_static
 from ._edges import aggregate, check_ids, edge_array, gather, node_count
+from ._loops import add_remaining_self_loops, add_remaining_self_loops_static
 
 __all__ = ["degree", "gcn_norm", "gcn_norm_static"]
 

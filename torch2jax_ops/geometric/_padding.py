@@ -232,7 +232,7 @@ class BucketLadder:
 
     @classmethod
     def geometric(cls, max_nodes: int, max_edges: int, max_graphs: int = 1, levels: int = 8,
-                  min_nodes: int = 16, min_edges: int = 32, multiple: int = 8) -> "BucketLadder":
+                  min_nodes: int = 16, min_edges: int = 32, multiple: int = 8) -> BucketLadder:
         """``levels`` sizes growing geometrically up to the largest batch expected.
 
         Node and edge sizes leave room for the padding node / graph and are
@@ -249,7 +249,7 @@ class BucketLadder:
     @classmethod
     def from_sizes(cls, nodes, edges, graphs=None, *, quantiles: tuple = (0.5, 0.9, 1.0),
                    headroom: float = 1.0, merge_within: float = 1.2,
-                   multiple: int = 8) -> "BucketLadder":
+                   multiple: int = 8) -> BucketLadder:
         """A short ladder fitted to the batch sizes a loader produces.
 
         One level per quantile of the observed sizes (each dimension on its own,
@@ -298,7 +298,7 @@ class BucketLadder:
         return cls(*(tuple(v) for v in zip(*kept)))
 
     def grown(self, num_nodes: int, num_edges: int, num_graphs: int = 1, *,
-              factor: float = 1.5, multiple: int = 8) -> "BucketLadder":
+              factor: float = 1.5, multiple: int = 8) -> BucketLadder:
         """This ladder plus one top level with room for the batch.
 
         Every dimension becomes ``max(the batch's size * 1.25, the old top *

@@ -26,9 +26,15 @@ from __future__ import annotations
 
 # _fx first: it registers its own `builtins.getattr` / `operator.getitem` / `operator.setitem`,
 # which the torch-faithful versions of _functions_shape then replace.
-from . import _fx  # noqa: F401
-from . import (_functions_creation, _functions_loss, _functions_math,  # noqa: F401
-               _functions_nn, _functions_reduce, _functions_shape)
+from . import (  # noqa: F401
+               _functions_creation,
+               _functions_loss,
+               _functions_math,
+               _functions_nn,
+               _functions_reduce,
+               _functions_shape,
+               _fx,  # noqa: F401
+)
 from ._functions_base import FUNCTION_KEYS, METHOD_KEYS, dtype_arg, promote, result_type
 
 __all__ = ["FUNCTION_KEYS", "METHOD_KEYS", "dtype_arg", "promote", "result_type"]

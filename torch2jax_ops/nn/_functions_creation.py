@@ -8,8 +8,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checking import is_array
-from ._functions_base import (canonical, dim_arg, dtype_arg, float_dtype, function, long_dtype,
-                              method, op, promote_types, size_args)
+from ._functions_base import (
+    canonical,
+    dim_arg,
+    dtype_arg,
+    float_dtype,
+    function,
+    long_dtype,
+    method,
+    op,
+    promote_types,
+    size_args,
+)
 
 __all__: list = []
 

@@ -19,8 +19,19 @@ import jax.scipy.special as jsp
 import numpy as np
 
 from .._checking import is_array
-from ._functions_base import (_category, as_array, dtype_arg, float_dtype, function,
-                              is_integral, op, promote, result_type, safe_abs, to_float)
+from ._functions_base import (
+    _category,
+    as_array,
+    dtype_arg,
+    float_dtype,
+    function,
+    is_integral,
+    op,
+    promote,
+    result_type,
+    safe_abs,
+    to_float,
+)
 
 __all__: list = []
 

@@ -18,8 +18,20 @@ import numpy as np
 
 from .. import _dtypes
 from .._checking import is_array, is_traced
-from ._functions_base import (as_array, concrete, dim_arg, dtype_arg, float_dtype, function,
-                              is_integral, long_dtype, method, op, size_args, to_float)
+from ._functions_base import (
+    as_array,
+    concrete,
+    dim_arg,
+    dtype_arg,
+    float_dtype,
+    function,
+    is_integral,
+    long_dtype,
+    method,
+    op,
+    size_args,
+    to_float,
+)
 from ._functions_math import clamp
 from ._functions_reduce import vector_norm_impl
 from ._fx import next_key
@@ -511,7 +523,7 @@ def pad(input: jax.Array, pad: Sequence[int], mode: str = "constant",
         raise ValueError(f"pad: mode must be one of 'constant', 'reflect', 'replicate', "
                          f"'circular', got {mode!r}")
     if any(lo < 0 or hi < 0 for lo, hi in pairs):
-        raise ValueError(f"pad: negative padding is only supported in constant mode")
+        raise ValueError("pad: negative padding is only supported in constant mode")
     return jnp.pad(input, pairs, mode=modes[mode])
 
 

@@ -20,8 +20,17 @@ import numpy as np
 
 from .. import _dtypes
 from .._checking import is_array
-from ._functions_base import (RETURN_TYPES, dim_arg, dims_arg, dtype_arg, is_integral,
-                              long_dtype, op, safe_abs, to_float)
+from ._functions_base import (
+    RETURN_TYPES,
+    dim_arg,
+    dims_arg,
+    dtype_arg,
+    is_integral,
+    long_dtype,
+    op,
+    safe_abs,
+    to_float,
+)
 from ._functions_math import maximum, minimum
 
 __all__: list = []

@@ -11,9 +11,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checking import is_array, is_traced
-from ._functions_base import (as_array, concrete, dim_arg, dims_arg, dtype_arg, function,
-                              is_scalar, long_dtype, method, op, promote, promote_types,
-                              size_args)
+from ._functions_base import (
+    as_array,
+    concrete,
+    dim_arg,
+    dims_arg,
+    dtype_arg,
+    function,
+    is_scalar,
+    long_dtype,
+    method,
+    op,
+    promote,
+    promote_types,
+    size_args,
+)
 
 __all__: list = []
 
@@ -340,7 +352,7 @@ def cat(tensors: Sequence[jax.Array], dim: int = 0, *, out: Any = None, axis: An
     if any(t.ndim == 0 for t in kept):
         raise ValueError("cat: zero-dimensional tensor cannot be concatenated")
     axis = dim_arg(dim, kept[0].ndim, op="cat")
-    for i, t in enumerate(kept):
+    for t in kept:
         if t.ndim != kept[0].ndim or any(a != b for d, (a, b) in enumerate(
                 zip(t.shape, kept[0].shape)) if d != axis):
             raise ValueError(f"cat: Sizes of tensors must match except in dimension {axis}: "

@@ -35,9 +35,15 @@ import numpy as np
 from .._checking import is_array
 from .._sharding import sharding_aware
 from ._convert import Converter, UnsupportedModuleError
+from ._registry import (
+    class_path,
+    converter_for,
+    functions,
+    methods,
+    register_fallback,
+    register_function,
+)
 from ._state import key_scope, next_key  # noqa: F401  (next_key: the table's random ops)
-from ._registry import (class_path, converter_for, functions, methods, register_fallback,
-                        register_function)
 
 __all__ = ["TracedModule", "convert_traced", "resolve", "user_frame", "Unsupported",
            "trace_with"]
@@ -78,7 +84,7 @@ class _Table:
         self.autowrap: tuple = ()
         self.modules: list = []
 
-    def refresh(self) -> "_Table":
+    def refresh(self) -> _Table:
         table = functions()
         if len(table) == self.size:
             return self
@@ -203,7 +209,7 @@ def _make_tracer_class() -> type:
             raise _error(self.node, f"len() of a {type(v).__name__}")
 
     class _Tracer(fx.Tracer):
-        def __init__(self, program: "_Program", arrays: dict, submodules: dict):
+        def __init__(self, program: _Program, arrays: dict, submodules: dict):
             table = _TABLE.refresh()
             super().__init__(autowrap_functions=table.autowrap)
             self._autowrap_search.extend(table.modules)
@@ -401,7 +407,7 @@ def _tracer_class() -> type:
     return _TRACER[0]
 
 
-def trace_with(program: "_Program", arrays: dict, submodules: dict, args: tuple,
+def trace_with(program: _Program, arrays: dict, submodules: dict, args: tuple,
                kwargs: dict, patches: Optional[Callable] = None) -> Any:
     """Run ``program``'s torch forward on JAX values; returns the output (JAX values)."""
     import torch.fx as fx

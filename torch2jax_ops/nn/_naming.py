@@ -32,6 +32,6 @@ def named_parameters(module: Any) -> Iterator[tuple[str, Any]]:
             yield name, leaf
 
 
-def state_dict(module: Any) -> "collections.OrderedDict[str, Any]":
+def state_dict(module: Any) -> collections.OrderedDict[str, Any]:
     """Every array leaf by dotted name, as torch's ``module.state_dict()`` keys them."""
     return collections.OrderedDict(named_arrays(module))

@@ -97,7 +97,7 @@ class ParityResult:
                 f"(matmul precision: {self.precision})")
         cols = ("leaf", "shape", "dtype", "max abs err", "max rel err", "err/tol", "worst at", "ok")
         rows = [cols]
-        for leaf in sorted(self.leaves, key=lambda l: (l.passed, -_finite(l.tol_ratio))):
+        for leaf in sorted(self.leaves, key=lambda leaf_: (leaf_.passed, -_finite(leaf_.tol_ratio))):
             rows.append((leaf.path, str(tuple(leaf.shape)), leaf.dtype, f"{leaf.max_abs:.3g}",
                          f"{leaf.max_rel:.3g}", f"{leaf.tol_ratio:.3g}",
                          "-" if leaf.worst_index is None else str(tuple(leaf.worst_index)),

@@ -19,8 +19,15 @@ import jax
 
 from .. import _dtypes
 from ..nn import named_arrays
-from ._compare import (LeafResult, ParityError, ParityResult, _finite, _is_tensor, compare,
-                       compare_arrays)
+from ._compare import (
+    LeafResult,
+    ParityError,
+    ParityResult,
+    _finite,
+    _is_tensor,
+    compare,
+    compare_arrays,
+)
 
 __all__ = ["compare_modules", "assert_modules_parity", "compare_weights"]
 
@@ -133,7 +140,7 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
                      **kwargs)
     for leaf in result.leaves:
         leaf.path = _rename(leaf.path)
-    result.leaves.sort(key=lambda l: (l.passed, -_finite(l.tol_ratio)))
+    result.leaves.sort(key=lambda leaf: (leaf.passed, -_finite(leaf.tol_ratio)))
     return result
 
 
@@ -178,7 +185,7 @@ def compare_weights(torch_module: Any, jax_module: Any, *, rtol: Optional[float]
         leaves.append(LeafResult(f"extra {key}", "weight", tuple(ours[key].shape),
                                  _dtypes.name_of(ours[key].dtype), math.inf, math.inf, math.inf,
                                  None, 0.0, 0.0, False, "not in the torch state_dict"))
-    leaves.sort(key=lambda l: (l.passed, -_finite(l.tol_ratio)))
+    leaves.sort(key=lambda leaf: (leaf.passed, -_finite(leaf.tol_ratio)))
     return ParityResult(label, leaves)
 
 

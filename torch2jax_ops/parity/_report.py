@@ -16,7 +16,6 @@ import platform
 from typing import Callable, Optional
 
 from .. import _dtypes
-
 from ._deviations import DEVIATIONS, deviations_of
 from ._suite import Case, run_case
 
@@ -49,7 +48,7 @@ def summarize(runs: list) -> list[dict]:
             row["failures"].append({"case": case.id, "error": run["error"],
                                     "detail": None if result is None else str(result)})
         if result is not None:
-            finite = [l.max_abs for l in result.leaves if math.isfinite(l.max_abs)]
+            finite = [leaf.max_abs for leaf in result.leaves if math.isfinite(leaf.max_abs)]
             row["max_abs_err"] = max([row["max_abs_err"], *finite])
             ratio = result.tol_ratio
             row["worst_err_over_tol"] = max(row["worst_err_over_tol"],
@@ -71,7 +70,7 @@ def to_markdown(rows: list[dict], versions: dict) -> str:
         for r in section_rows:
             lines.append(f"| {r['op']} | {r['dtype']} | {r['cases']} | {r['max_abs_err']:.3g} | "
                          f"{r['worst_err_over_tol']:.3g} | "
-                         f"{'pass' if not r['failed'] else 'FAIL (%d)' % r['failed']} | "
+                         f"{'pass' if not r['failed'] else 'FAIL ({})'.format(r['failed'])} | "
                          f"{', '.join(r['deviations']) or '-'} |")
         lines.append("")
     lines += ["## Documented deviations", "",

@@ -9,8 +9,14 @@ import numpy as np
 from ... import _dtypes
 from ...dlpack import Placement, default_device, to_jax
 from .._padding import PaddedGraph
-from ._rules import (BOOKKEEPING, check_fits, check_item, check_placement, check_torch_device,
-                     target_dtype)
+from ._rules import (
+    BOOKKEEPING,
+    check_fits,
+    check_item,
+    check_placement,
+    check_torch_device,
+    target_dtype,
+)
 
 __all__ = ["from_pyg", "num_graphs_of"]
 

@@ -14,8 +14,16 @@ from typing import Any, Optional
 import numpy as np
 
 from .._padding import PaddedGraph, label_level
-from ..data._rules import (BOOKKEEPING, cat_axis, check_fits, check_item, check_torch_device,
-                           is_graph_reference, is_node_reference, target_dtype)
+from ..data._rules import (
+    BOOKKEEPING,
+    cat_axis,
+    check_fits,
+    check_item,
+    check_torch_device,
+    is_graph_reference,
+    is_node_reference,
+    target_dtype,
+)
 
 __all__ = ["HostGraph", "read_item", "Kinds", "pad_host", "mask_name", "sizes_of"]
 

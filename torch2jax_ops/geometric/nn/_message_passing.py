@@ -36,14 +36,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..._checking import REDUCTIONS, as_array, is_array
+from ..._checking import REDUCTIONS, is_array
 from ..._sharding import sharding_aware
 from ...nn import Converter, UnsupportedModuleError, register_converter, register_function
 from ...nn._fx import TracedModule, _children, _Program
-from ..._checking import normalize_dim
+from ...torch_scatter._gather import take_groups
 from .._edges import aggregate as _aggregate_rows
 from .._edges import edge_array
-from ...torch_scatter._gather import take_groups
 
 __all__ = ["MessagePassing", "SPECIAL_ARGS", "lift", "aggregate_along", "collect"]
 

@@ -10,9 +10,17 @@ aggregation as ``aggr_module``. Under ``jax.jit`` pass ``dim_size`` with ``index
 """
 from ._attention import AttentionalAggregation
 from ._base import Aggregation
-from ._basic import (MaxAggregation, MeanAggregation, MinAggregation, MulAggregation,
-                     PowerMeanAggregation, SoftmaxAggregation, StdAggregation, SumAggregation,
-                     VarAggregation)
+from ._basic import (
+                     MaxAggregation,
+                     MeanAggregation,
+                     MinAggregation,
+                     MulAggregation,
+                     PowerMeanAggregation,
+                     SoftmaxAggregation,
+                     StdAggregation,
+                     SumAggregation,
+                     VarAggregation,
+)
 from ._multi import MultiAggregation
 from ._scaler import DegreeScalerAggregation
 from ._set2set import Set2Set

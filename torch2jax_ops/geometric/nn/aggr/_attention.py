@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 
 from ....nn import Converter, register_converter

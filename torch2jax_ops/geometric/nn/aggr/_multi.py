@@ -1,7 +1,7 @@
 """PyG's ``MultiAggregation``: several aggregations of the same groups, combined."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import equinox as eqx
 import jax
@@ -9,8 +9,17 @@ import jax.numpy as jnp
 
 from ....nn import Converter, Linear, ModuleList, register_converter
 from ._base import Aggregation
-from ._basic import (MaxAggregation, MeanAggregation, MinAggregation, MulAggregation,
-                     StdAggregation, SumAggregation, VarAggregation, _std_from_var, _variance)
+from ._basic import (
+    MaxAggregation,
+    MeanAggregation,
+    MinAggregation,
+    MulAggregation,
+    StdAggregation,
+    SumAggregation,
+    VarAggregation,
+    _std_from_var,
+    _variance,
+)
 
 __all__ = ["MultiAggregation"]
 

@@ -1,38 +1,39 @@
 """``torch_geometric.nn.conv`` on JAX: one private module per conv family, each with its converter."""
-from ._gat_conv import GATConv
-from ._gcn_conv import GCNConv
-from ._gin_conv import GINConv, GINEConv
-from ._graph_conv import GraphConv
-from ._sage_conv import SAGEConv
-
 # attention and gating family
 from ._agnn_conv import AGNNConv
-from ._film_conv import FiLMConv
-from ._gated_graph_conv import GatedGraphConv
-from ._gatv2_conv import GATv2Conv
-from ._general_conv import GeneralConv
-from ._res_gated_graph_conv import ResGatedGraphConv
-from ._supergat_conv import SuperGATConv
-from ._transformer_conv import TransformerConv
+
 # propagation and spectral family
 from ._appnp import APPNP
 from ._arma_conv import ARMAConv
+
+# edge, relational and point family
+from ._cg_conv import CGConv
 from ._cheb_conv import ChebConv
 from ._cluster_gcn_conv import ClusterGCNConv
 from ._dna_conv import DNAConv
+from ._edge_conv import EdgeConv
+from ._film_conv import FiLMConv
+from ._gat_conv import GATConv
+from ._gated_graph_conv import GatedGraphConv
+from ._gatv2_conv import GATv2Conv
 from ._gcn2_conv import GCN2Conv
+from ._gcn_conv import GCNConv
+from ._gen_conv import GENConv
+from ._general_conv import GeneralConv
+from ._gin_conv import GINConv, GINEConv
+from ._graph_conv import GraphConv
 from ._le_conv import LEConv
 from ._mixhop_conv import MixHopConv
-from ._sg_conv import SGConv
-from ._tag_conv import TAGConv
-# edge, relational and point family
-from ._cg_conv import CGConv
-from ._edge_conv import EdgeConv
-from ._gen_conv import GENConv
 from ._nn_conv import NNConv
 from ._pna_conv import PNAConv
 from ._point_net_conv import PointNetConv
+from ._res_gated_graph_conv import ResGatedGraphConv
 from ._rgcn_conv import FastRGCNConv, RGCNConv
+from ._sage_conv import SAGEConv
+from ._sg_conv import SGConv
+from ._supergat_conv import SuperGATConv
+from ._tag_conv import TAGConv
+from ._transformer_conv import TransformerConv
 
 __all__ = ["GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv",
            # attention and gating family

@@ -9,8 +9,16 @@ import jax
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import next_key
-from ._propagation import (WeightedPropagation, check_cache, check_common, convert_aggr,
-                           edge_dropout, edges_for, gcn_normalized, node_features)
+from ._propagation import (
+    WeightedPropagation,
+    check_cache,
+    check_common,
+    convert_aggr,
+    edge_dropout,
+    edges_for,
+    gcn_normalized,
+    node_features,
+)
 
 __all__ = ["APPNP"]
 

@@ -11,8 +11,15 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._layers import dropout
 from ....nn._state import next_key
-from ._propagation import (WeightedPropagation, check_common, convert_aggr, edges_for,
-                           gcn_normalized, node_features, torch_function)
+from ._propagation import (
+    WeightedPropagation,
+    check_common,
+    convert_aggr,
+    edges_for,
+    gcn_normalized,
+    node_features,
+    torch_function,
+)
 
 __all__ = ["ARMAConv"]
 

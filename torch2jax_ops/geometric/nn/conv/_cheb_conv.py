@@ -12,8 +12,7 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, ModuleList, register_converter
 from ..._edges import gather
 from ..._laplacian import get_laplacian_static
-from ._propagation import (WeightedPropagation, check_common, convert_aggr, edges_for,
-                           node_features)
+from ._propagation import WeightedPropagation, check_common, convert_aggr, edges_for, node_features
 
 __all__ = ["ChebConv"]
 

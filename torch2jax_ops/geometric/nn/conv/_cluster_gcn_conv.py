@@ -12,8 +12,7 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather, valid
 from ..._loops import _loops, route_self_loops
-from ._propagation import (WeightedPropagation, check_common, convert_aggr, edges_for,
-                           node_features)
+from ._propagation import WeightedPropagation, check_common, convert_aggr, edges_for, node_features
 
 __all__ = ["ClusterGCNConv"]
 

@@ -131,7 +131,7 @@ class GATConv(eqx.Module):
                         negative_slope: float = 0.2, add_self_loops: bool = True,
                         fill_value: Union[str, float] = "mean", dropout: float = 0.0,
                         training: bool = False, copy: Optional[bool] = None,
-                        device: Any = None) -> "GATConv":
+                        device: Any = None) -> GATConv:
         """A GATConv from a PyG ``state_dict`` of any version since 1.x.
 
         Reads PyG 2.6+ keys, and older layouts: ``att_l`` / ``att_r`` and

@@ -12,8 +12,16 @@ from ....nn import Converter, Linear, register_converter
 from ..._edges import gather
 from ..._loops import loop_attributes
 from .._common import checked_edges, edge_values, pair
-from ._attention import (GatedPropagation, attend, dropout_weights, edge_attention,
-                         edges_with_loops, heads_view, loop_plan, merge_heads)
+from ._attention import (
+    GatedPropagation,
+    attend,
+    dropout_weights,
+    edge_attention,
+    edges_with_loops,
+    heads_view,
+    loop_plan,
+    merge_heads,
+)
 from ._propagation import check_common, convert_aggr
 
 __all__ = ["GATv2Conv"]

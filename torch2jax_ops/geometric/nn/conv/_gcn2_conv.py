@@ -9,8 +9,15 @@ import jax
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from ._propagation import (WeightedPropagation, check_cache, check_common, convert_aggr,
-                           edges_for, gcn_normalized, node_features)
+from ._propagation import (
+    WeightedPropagation,
+    check_cache,
+    check_common,
+    convert_aggr,
+    edges_for,
+    gcn_normalized,
+    node_features,
+)
 
 __all__ = ["GCN2Conv"]
 

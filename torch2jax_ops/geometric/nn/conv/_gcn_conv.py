@@ -5,15 +5,14 @@ from typing import Any, Optional
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import aggregate, gather
-from .._common import check_aggr, check_flow, checked_edges, edge_values, pair, weighted
-from ..._norm import gcn_norm_static
 from ....nn._convert import state_arrays
+from ..._edges import aggregate, gather
+from ..._norm import gcn_norm_static
+from .._common import check_flow, checked_edges, edge_values, weighted
 
 __all__ = ['GCNConv']
 
@@ -52,7 +51,7 @@ class GCNConv(eqx.Module):
     @classmethod
     def from_state_dict(cls, state: dict, *, improved: bool = False, add_self_loops: bool = True,
                         normalize: bool = True, copy: Optional[bool] = None,
-                        device: Any = None) -> "GCNConv":
+                        device: Any = None) -> GCNConv:
         """A GCNConv from a PyG ``state_dict``: ``lin.weight [out, in]`` (PyG >= 2.0) or the
         pre-2.0 ``weight [in, out]`` (used as ``x @ weight``), plus ``bias``.
 

@@ -5,13 +5,11 @@ from typing import Any, Optional
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 
-from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather
-from .._common import check_aggr, check_flow, checked_edges, edge_values, pair, weighted
+from .._common import check_flow, checked_edges, edge_values, pair
 
 __all__ = ['GINConv', 'GINEConv']
 

@@ -1,13 +1,10 @@
 """PyG's ``GraphConv`` (Morris et al.) as an equinox module, with its converter."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import equinox as eqx
-import jax
-import jax.numpy as jnp
 
-from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather

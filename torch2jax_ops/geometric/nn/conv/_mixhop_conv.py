@@ -9,8 +9,14 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, ModuleList, register_converter
-from ._propagation import (WeightedPropagation, check_common, convert_aggr, edges_for,
-                           gcn_normalized, node_features)
+from ._propagation import (
+    WeightedPropagation,
+    check_common,
+    convert_aggr,
+    edges_for,
+    gcn_normalized,
+    node_features,
+)
 
 __all__ = ["MixHopConv"]
 

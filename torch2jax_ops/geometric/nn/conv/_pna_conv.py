@@ -10,10 +10,17 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, ModuleList, register_converter
-from ..._edges import gather, valid
+from ..._edges import gather
 from .._common import check_flow, checked_edges, edge_values
-from ..aggr._basic import (MaxAggregation, MeanAggregation, MinAggregation, StdAggregation,
-                           SumAggregation, VarAggregation, _std_from_var)
+from ..aggr._basic import (
+    MaxAggregation,
+    MeanAggregation,
+    MinAggregation,
+    StdAggregation,
+    SumAggregation,
+    VarAggregation,
+    _std_from_var,
+)
 from ..aggr._multi import MultiAggregation
 from ..aggr._scaler import DegreeScalerAggregation, scale
 from ._edge_family import drop_from_source

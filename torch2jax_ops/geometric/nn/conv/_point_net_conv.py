@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array

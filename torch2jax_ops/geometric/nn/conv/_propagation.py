@@ -25,8 +25,8 @@ from ....nn._layers import dropout
 from ....nn._registry import converter_for
 from ..._edges import edge_array
 from ..._norm import gcn_norm_static
-from .._message_passing import MessagePassing, aggregate_along
 from .._common import check_flow, edge_values
+from .._message_passing import MessagePassing, aggregate_along
 
 __all__ = ["WeightedPropagation", "node_features", "edges_for", "gcn_normalized",
            "edge_dropout", "convert_aggr", "check_cache", "check_common", "torch_function"]

@@ -5,7 +5,6 @@ from typing import Any, Callable, Optional
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter

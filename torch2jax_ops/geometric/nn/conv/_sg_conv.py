@@ -8,8 +8,15 @@ import jax
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ._propagation import (WeightedPropagation, check_cache, check_common, convert_aggr,
-                           edges_for, gcn_normalized, node_features)
+from ._propagation import (
+    WeightedPropagation,
+    check_cache,
+    check_common,
+    convert_aggr,
+    edges_for,
+    gcn_normalized,
+    node_features,
+)
 
 __all__ = ["SGConv"]
 

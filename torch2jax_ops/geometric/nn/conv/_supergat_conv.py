@@ -13,8 +13,14 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._state import next_key
 from ..._edges import edge_array, gather, valid
-from ._attention import (GatedPropagation, attend, dropout_weights, heads_view, loop_plan,
-                         merge_heads)
+from ._attention import (
+    GatedPropagation,
+    attend,
+    dropout_weights,
+    heads_view,
+    loop_plan,
+    merge_heads,
+)
 from ._propagation import check_common, convert_aggr
 
 __all__ = ["SuperGATConv"]

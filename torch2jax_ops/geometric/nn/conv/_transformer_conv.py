@@ -12,8 +12,14 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import gather, valid
 from .._common import checked_edges, edge_values, pair
-from ._attention import (GatedPropagation, attend, dropout_weights, edge_attention, heads_view,
-                         merge_heads)
+from ._attention import (
+    GatedPropagation,
+    attend,
+    dropout_weights,
+    edge_attention,
+    heads_view,
+    merge_heads,
+)
 from ._propagation import check_common, convert_aggr
 
 __all__ = ["TransformerConv"]

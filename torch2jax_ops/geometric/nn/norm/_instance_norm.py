@@ -97,7 +97,7 @@ class InstanceNorm(eqx.Module):
             out = out * self.weight.reshape(1, -1) + self.bias.reshape(1, -1)
         return out
 
-    def _moved(self, mean: jax.Array, var: jax.Array) -> "InstanceNorm":
+    def _moved(self, mean: jax.Array, var: jax.Array) -> InstanceNorm:
         """This module after one training step's update of its running statistics."""
         m = self.momentum
         mean, var = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)
