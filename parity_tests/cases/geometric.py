@@ -44,6 +44,8 @@ def graph(name: str, dtype: str = "float32", features: int = 6, edge_dim: int = 
     elif name == "fake":
         from torch_geometric.data import Batch
         from torch_geometric.datasets import FakeDataset
+        import random  # FakeDataset draws graph sizes with Python's random: seed both
+        random.seed(seed)
         torch.manual_seed(seed)
         ds = FakeDataset(num_graphs=4, avg_num_nodes=12, avg_degree=3, num_channels=features,
                          edge_dim=edge_dim, num_classes=3)

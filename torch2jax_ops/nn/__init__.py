@@ -15,8 +15,8 @@
 from . import _functions, _fx, _torch_modules  # noqa: F401  (register the table, fx, converters)
 from ._convert import Converter, UnsupportedModuleError, from_torch, supported_modules
 from ._fx import TracedModule
-from ._layers import (Activation, BatchNorm1d, Dropout, Identity, LayerNorm, Linear, ModuleList,
-                      Sequential)
+from ._layers import (Activation, BatchNorm1d, Dropout, Embedding, Identity, LayerNorm, Linear,
+                      ModuleList, Sequential)
 from ._naming import named_arrays, named_parameters, state_dict
 from ._registry import register_converter, register_function, register_method
 from ._state import key_scope, stateful_call
@@ -25,6 +25,6 @@ from ..tree import leaf_name
 __all__ = ["from_torch", "supported_modules", "register_converter", "register_function",
            "register_method", "Converter", "UnsupportedModuleError", "TracedModule", "key_scope",
            "stateful_call",
-           "Linear", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
+           "Linear", "Embedding", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
            "Sequential", "ModuleList",
            "leaf_name", "named_arrays", "named_parameters", "state_dict"]

@@ -14,9 +14,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._sharding import sharding_aware
 from ._state import next_key, record_update
 
-__all__ = ["Linear", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
+__all__ = ["Linear", "Embedding", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
            "Sequential", "ModuleList", "ACTIVATIONS", "dropout"]
 
 
@@ -28,6 +29,43 @@ class Linear(eqx.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         y = x @ self.weight.T
         return y if self.bias is None else y + self.bias
+
+
+class Embedding(eqx.Module):
+    """``torch.nn.Embedding``: ``input [*] (integer ids) -> weight[input] [*, embedding_dim]``.
+
+    ``weight [num_embeddings, embedding_dim]``. As torch: the ``padding_idx``
+    row gets no gradient; ``scale_grad_by_freq`` divides each row's gradient
+    by how often its id occurs in ``input``. Ids outside ``[0, num_embeddings)``
+    raise ``IndexError`` on concrete input (under jit they give zero rows).
+    """
+    weight: jax.Array
+    padding_idx: Optional[int] = eqx.field(static=True, default=None)
+    scale_grad_by_freq: bool = eqx.field(static=True, default=False)
+
+    @sharding_aware
+    def __call__(self, input: jax.Array) -> jax.Array:
+        op = "Embedding"
+        ids = jnp.asarray(input)
+        if not jnp.issubdtype(ids.dtype, jnp.integer):
+            raise TypeError(f"{op}: `input` must hold integer ids, got {ids.dtype}")
+        num = self.weight.shape[0]
+        if not isinstance(ids, jax.core.Tracer) and ids.size:
+            lo, hi = int(ids.min()), int(ids.max())
+            if lo < 0 or hi >= num:
+                raise IndexError(f"{op}: `input` holds the id {lo if lo < 0 else hi}, outside "
+                                 f"[0, {num}) (num_embeddings={num})")
+        rows = jnp.take(self.weight, jnp.where(ids < 0, num, ids), axis=0, mode="fill",
+                        fill_value=0)
+        if self.scale_grad_by_freq:
+            freq = jnp.zeros((num + 1,), rows.dtype).at[jnp.clip(ids, 0, num)].add(1)
+            scale = 1 / jnp.maximum(freq[jnp.clip(ids, 0, num)], 1)
+            rows = jax.lax.stop_gradient(rows) + \
+                (rows - jax.lax.stop_gradient(rows)) * scale[..., None]
+        if self.padding_idx is not None:
+            rows = jnp.where((ids == self.padding_idx)[..., None], jax.lax.stop_gradient(rows),
+                             rows)
+        return rows
 
 
 class Identity(eqx.Module):

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ._convert import Converter
-from ._layers import (ACTIVATIONS, Activation, BatchNorm1d, Dropout, Identity, LayerNorm, Linear,
-                     ModuleList, Sequential)
+from ._layers import (ACTIVATIONS, Activation, BatchNorm1d, Dropout, Embedding, Identity,
+                     LayerNorm, Linear, ModuleList, Sequential)
 from ._registry import register_converter
 
 __all__: list = []
@@ -12,11 +12,21 @@ __all__: list = []
 @register_converter("torch.nn.modules.linear.Linear",
                     "torch_geometric.nn.dense.linear.Linear")
 def _linear(m, ctx: Converter):
-    if m.weight is None or getattr(m.weight, "is_meta", False) or m.weight.dim() != 2 \
-            or type(m.weight).__name__ == "UninitializedParameter":
+    if m.weight is None or type(m.weight).__name__ == "UninitializedParameter" \
+            or getattr(m.weight, "is_meta", False) or m.weight.dim() != 2:
         raise ctx.unsupported(m, "its weight is not initialised (lazy in_channels=-1); run one "
-                                 "forward pass in torch first")
+                                 "forward pass in torch first to initialise the lazy Linear")
     return Linear(ctx.array(m.weight), ctx.array(m.bias))
+
+
+@register_converter("torch.nn.modules.sparse.Embedding")
+def _embedding(m, ctx: Converter):
+    if m.max_norm is not None:
+        raise ctx.unsupported(m, f"max_norm={m.max_norm} renormalises the weight rows in place "
+                                 f"during the forward; not ported (drop max_norm, or renormalise "
+                                 f"the weight yourself)")
+    return Embedding(ctx.array(m.weight), padding_idx=m.padding_idx,
+                     scale_grad_by_freq=bool(m.scale_grad_by_freq))
 
 
 @register_converter("torch.nn.modules.linear.Identity")
