@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import operator
-from typing import Any, Callable, Literal, Optional, Sequence, TypeVar
+from typing import Any, Callable, Literal, Optional, Sequence, TypeVar, overload
 
 import jax
 import jax.numpy as jnp
@@ -142,6 +142,13 @@ def check_index(index: jax.Array, name: str = "index", *, op: str) -> None:
             f"(use index.astype(jnp.int32), or int64 with jax_enable_x64)")
 
 
+@overload
+def static_int(value: None, name: str, minimum: int = 0, *, op: str) -> None: ...
+@overload
+def static_int(value: int | np.integer | jax.Array, name: str, minimum: int = 0, *,
+               op: str) -> int: ...
+@overload
+def static_int(value: Any, name: str, minimum: int = 0, *, op: str) -> Optional[int]: ...
 def static_int(value: Any, name: str, minimum: int = 0, *, op: str) -> Optional[int]:
     """A size argument as a Python int (``None`` stays ``None``).
 

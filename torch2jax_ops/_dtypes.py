@@ -79,7 +79,7 @@ def canonical_jax_dtype(dtype: Any) -> np.dtype:
     if isinstance(dtype, type) and dtype in python:
         dtype = python[dtype]
     name = jax_dtype(dtype).name
-    if name in X64_DOWNCAST and not jax.config.jax_enable_x64:
+    if name in X64_DOWNCAST and not x64_enabled():
         name = X64_DOWNCAST[name]
     return jnp.dtype(name)
 
@@ -128,6 +128,12 @@ def accumulation_dtype(dtype: Any) -> np.dtype:
     return jnp.dtype(jnp.float32) if dtype in (jnp.float16, jnp.bfloat16) else dtype
 
 
+def x64_enabled() -> bool:
+    """Whether JAX's 64-bit mode (``jax_enable_x64``) is on right now."""
+    # jax sets its options on Config as dynamic attributes; its class declares none of them
+    return jax.config.jax_enable_x64  # type: ignore[attr-defined]
+
+
 def needs_x64(dtype: Any) -> bool:
     """True for dtypes that JAX represents only with 64-bit mode on."""
     return name_of(dtype) in X64_NAMES
@@ -135,13 +141,13 @@ def needs_x64(dtype: Any) -> bool:
 
 def index_dtype() -> np.dtype:
     """JAX's default integer width right now: int64 with x64 mode, else int32."""
-    return jnp.dtype(jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
+    return jnp.dtype(jnp.int64 if x64_enabled() else jnp.int32)
 
 
 @contextlib.contextmanager
 def x64(enabled: bool = True) -> Iterator[None]:
     """Temporarily switch JAX's 64-bit mode (restored on exit)."""
-    previous = bool(jax.config.jax_enable_x64)
+    previous = bool(x64_enabled())
     jax.config.update("jax_enable_x64", bool(enabled))
     try:
         yield

@@ -96,7 +96,8 @@ def _downcast(t, name: str, copy: Optional[bool], allow_downcast: bool):
 def default_device() -> jax.Device:
     """JAX's default device now: ``jax.default_device``'s (context or config), else the first
     device of the default backend."""
-    chosen = jax.config.jax_default_device
+    # a dynamic attribute: jax's Config class declares none of its options
+    chosen = jax.config.jax_default_device  # type: ignore[attr-defined]
     if chosen is None:
         return jax.devices()[0]
     if isinstance(chosen, str):  # a platform name
@@ -178,7 +179,7 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
                      "Call tensor.resolve_neg() first, or pass copy=None")
         t = t.resolve_neg()
     name = _dtypes.name_of(t.dtype)
-    if name in _dtypes.X64_NAMES and not jax.config.jax_enable_x64:
+    if name in _dtypes.X64_NAMES and not _dtypes.x64_enabled():
         t = _downcast(t, name, copy, allow_downcast)
     if not _is_compact(t):
         _refuse_copy(copy, f"its strides {tuple(t.stride())} for shape {tuple(t.shape)} have gaps "

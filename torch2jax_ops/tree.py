@@ -141,7 +141,7 @@ def weighted_sum(trees: Sequence[Any], weights: Any, *, integer_leaves: str = "e
 
     for (shape, dtype), positions in groups.items():
         compute = _dtypes.accumulation_dtype(dtype) if jnp.issubdtype(dtype, jnp.inexact) else (
-            jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+            jnp.float64 if _dtypes.x64_enabled() else jnp.float32)
         real = jnp.finfo(compute).dtype  # complex leaves take real weights
         stacked = jnp.stack([jnp.asarray(flat[j][i][1]) for j in range(k) for i in positions])
         stacked = stacked.reshape((k, len(positions)) + shape).astype(compute)

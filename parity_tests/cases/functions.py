@@ -342,6 +342,11 @@ def _creation() -> None:
     spec("torch.linspace", lambda g: A(0, 1, 7), F32)
     spec("torch.linspace", lambda g: A(-2.5, 3.3, 11, dtype=torch.float64), F64, "dtype")
     spec("torch.linspace", lambda g: A(-1, 1, 1), F32, "one-step")
+    # integer dtypes: bounds truncated, steps in double, truncated ([0, 1, 3, 4, 6, 7, 9]);
+    # bfloat16: every operation rounded to bfloat16 (a float32 computation differs by an ulp)
+    spec("torch.linspace", lambda g: A(0.5, 9.7, 7, dtype=torch.int32), F32, "int32-truncates")
+    spec("torch.linspace", lambda g: A(7, -2, 6, dtype=torch.int64), F32, "int64-descending")
+    spec("torch.linspace", lambda g: A(0, 10, 4, dtype=torch.bfloat16), F32, "bfloat16-rounding")
     spec("torch.eye", lambda g: A(3), F32)
     spec("torch.eye", lambda g: A(2, 4, dtype=torch.int64), INTS, "rect-dtype")
 

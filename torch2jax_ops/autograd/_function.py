@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -287,7 +287,7 @@ def _input_cotangents(name: str, grads: Any, args: tuple, positions: list, res: 
             raise RuntimeError(f"function {name}Backward returned a gradient different than None "
                                f"at position {i + 1}, but the corresponding forward input was not "
                                f"an array (a {type(a).__name__})")
-    out = []
+    out: list[Optional[jax.Array]] = []
     for i in positions:
         g, a = grads[i], args[i]
         if g is None or not jnp.issubdtype(a.dtype, jnp.inexact):

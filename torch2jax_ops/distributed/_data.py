@@ -29,7 +29,7 @@ def stack_graphs(graphs: Sequence[PaddedGraph]) -> PaddedGraph:
                         f"torch2jax_ops.geometric.pad_graph)")
     first = jax.tree_util.tree_structure(graphs[0])
     for i, g in enumerate(graphs):
-        if jax.tree_util.tree_structure(g) != first:
+        if jax.tree_util.tree_structure(g) != first:  # type: ignore[operator]  # jaxlib has no PyTreeDef stub
             state = "None" if g.edge_attr is None else "set"
             raise ValueError(f"{op}: graph {i} has edge_attr={state} unlike graph 0; give every "
                              f"graph edge_attr, or none")

@@ -46,6 +46,12 @@ class ShardedGraph:
     ``num_nodes`` are padding: ``out[:g.num_nodes]``.
     """
     __slots__ = ("x", "edge_index", "edge_attr", "edge_id", "layout")
+    # declared for the type checker only (set in __init__ via object.__setattr__)
+    x: Any
+    edge_index: Any
+    edge_attr: Any
+    edge_id: Any
+    layout: GraphLayout
 
     def __init__(self, x: Any, edge_index: Any, edge_attr: Any, edge_id: Any,
                  layout: GraphLayout):
@@ -98,7 +104,8 @@ def _flatten(g: ShardedGraph):
 def _unflatten(layout: GraphLayout, children: Any) -> ShardedGraph:
     # the tracers jax.jit builds for a graph are tagged here, so `layer(g.x, g.edge_index)`
     # inside a jitted function finds the layout
-    return ShardedGraph(*children, layout)
+    x, edge_index, edge_attr, edge_id = children
+    return ShardedGraph(x, edge_index, edge_attr, edge_id, layout)
 
 
 jax.tree_util.register_pytree_with_keys(

@@ -1,7 +1,7 @@
 """Argument checks shared by the ``torch.func`` mirror: argnums, floating inputs, scalar outputs."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Sequence, Union, overload
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +16,12 @@ def _name(func: Callable) -> str:
     return getattr(func, "__name__", type(func).__name__)
 
 
+@overload
+def _normalize_argnums(argnums: int, nargs: int, *, op: str) -> int: ...
+@overload
+def _normalize_argnums(argnums: tuple, nargs: int, *, op: str) -> tuple: ...
+@overload
+def _normalize_argnums(argnums: Any, nargs: int, *, op: str) -> Argnums: ...
 def _normalize_argnums(argnums: Any, nargs: int, *, op: str) -> Argnums:
     """argnums as torch accepts it (int or tuple of ints, negatives allowed), in range."""
     def one(a):

@@ -76,7 +76,8 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False):
     torch's ``retain_graph`` / ``create_graph`` keywords of ``vjp_fn`` are
     accepted and have no effect (every JAX result is differentiable).
     """
-    result = jax.vjp(func, *primals, has_aux=has_aux)
+    # jax.vjp's overloads take has_aux only as a literal True / False
+    result = jax.vjp(func, *primals, has_aux=True) if has_aux else jax.vjp(func, *primals)
     out, pullback = result[0], result[1]
     out_tree = jax.tree_util.tree_structure(out)
 
@@ -84,7 +85,7 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False):
                create_graph: Optional[bool] = None) -> tuple:
         del retain_graph, create_graph
         ct_tree = jax.tree_util.tree_structure(cotangents)
-        if ct_tree != out_tree:
+        if ct_tree != out_tree:  # type: ignore[operator]  # jaxlib has no PyTreeDef stub
             raise ValueError(f"vjp_fn: expected cotangents with the structure of the output "
                              f"{out_tree}, got {ct_tree}")
         def cast(o, c):
@@ -113,7 +114,7 @@ def jvp(func: Callable, primals: Any, tangents: Any, *, strict: bool = False,
                                f"{type(value).__name__}. E.g. it should be valid to call "
                                f"f(*primals).")
     p_tree, t_tree = (jax.tree_util.tree_structure(v) for v in (primals, tangents))
-    if p_tree != t_tree:
+    if p_tree != t_tree:  # type: ignore[operator]  # jaxlib has no PyTreeDef stub
         raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the "
                            f"same structure, got {p_tree} and {t_tree}")
     p_leaves = jax.tree_util.tree_leaves(primals)

@@ -1,8 +1,9 @@
 """Graph-level readout: ``global_add_pool``, ``global_mean_pool``, ``global_max_pool``."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
+import jax
 import jax.numpy as jnp
 
 from .._checking import as_array
@@ -18,8 +19,9 @@ def _pool(reduce: str, x, batch, size, *, op: str):
     axis = x.ndim - 1 if x.ndim == 1 else x.ndim - 2
     if batch is None:
         keep = x.ndim <= 2
-        return {"sum": jnp.sum, "mean": jnp.mean, "max": jnp.max}[reduce](
-            x, axis=axis, keepdims=keep)
+        reducers: dict[str, Callable[..., jax.Array]] = {
+            "sum": jnp.sum, "mean": jnp.mean, "max": jnp.max}
+        return reducers[reduce](x, axis=axis, keepdims=keep)
     batch = as_array(batch, "batch", op=op)
     if batch.shape != (x.shape[axis],) or not jnp.issubdtype(batch.dtype, jnp.integer):
         raise ValueError(f"{op}: `batch` must be a 1-D integer array with one graph id per node "

@@ -108,6 +108,7 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
     both = jax.ops.segment_sum(jnp.concatenate([weighted * messages, e], axis=-1).astype(acc),
                                index, n)
     if loops:
+        assert loop_scores is not None and loop_messages is not None  # loops > 0 needs both
         e_loop = jnp.exp(loop_scores - top[:loops])[..., None]
         w_loop = e_loop if loop_weights is None else \
             e_loop * loop_weights[..., None].astype(e_loop.dtype)

@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _dtypes
+
 __all__ = ["torch_cpu_argsort", "stable_argsort", "host_argsort", "RADIX_MIN"]
 
 #: the size from which torch sorts a 1-D integer tensor (ascending) with a stable radix sort
@@ -182,6 +184,7 @@ def stable_argsort(keys: jax.Array, descending: bool = False, axis: int = -1) ->
     keys = jnp.asarray(keys)
     axis = axis % max(keys.ndim, 1)
     iota = jax.lax.broadcasted_iota(jnp.int32, keys.shape, axis)
+    operands: tuple[jax.Array, ...]
     if jnp.issubdtype(keys.dtype, jnp.floating):
         nan = jnp.isnan(keys)
         value = jnp.where(nan, jnp.zeros((), keys.dtype), keys) + jnp.zeros((), keys.dtype)
@@ -189,7 +192,7 @@ def stable_argsort(keys: jax.Array, descending: bool = False, axis: int = -1) ->
         operands = (first, -value if descending else value, iota)
     elif descending:
         if jnp.issubdtype(keys.dtype, jnp.unsignedinteger) or keys.dtype == jnp.bool_:
-            keys = keys.astype(jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
+            keys = keys.astype(jnp.int64 if _dtypes.x64_enabled() else jnp.int32)
         operands = (-keys.astype(jnp.int64 if keys.dtype.itemsize >= 8 else jnp.int32), iota)
     else:
         operands = (keys, iota)

@@ -313,7 +313,8 @@ def concrete(x: Any, name: str, *, op: str, fix: str) -> np.ndarray:
 
 def _result_class(name: str, fields: Iterable[str] = ("values", "indices")) -> type:
     """A named tuple like ``torch.return_types.<name>`` (unpacks, ``.values`` / ``.indices``)."""
-    cls = collections.namedtuple(name, list(fields))
+    # mypy types namedtuple() only with a literal name; these classes are built by name
+    cls = collections.namedtuple(name, list(fields))  # type: ignore[misc]
     cls.__module__ = "torch2jax_ops.nn.return_types"
     return cls
 

@@ -218,16 +218,21 @@ def linspace(start: Any, end: Any, steps: int, *, out: Any = None, dtype: Any = 
     start, end = _number(start, "start"), _number(end, "end")
     if steps < 0:
         raise ValueError(f"linspace: `steps` must be non-negative, got {steps}")
-    work = np.float64 if jnp.issubdtype(dt, jnp.integer) else np.dtype(dt.name) \
-        if dt.name != "bfloat16" else np.float32
-    i = np.arange(steps, dtype=work)
+    if jnp.issubdtype(dt, jnp.integer):
+        # torch: the bounds truncated to the integer type, the steps in double, truncated
+        work, start, end = np.dtype(np.float64), int(start), int(end)
+    else:  # torch computes in the dtype itself, each operation rounded (bfloat16 too)
+        work = np.dtype(dt.name)
     if steps == 1:
         return jnp.full((1,), start, dt)
+    i = np.arange(steps, dtype=work)
     step = (work.type(end) - work.type(start)) / work.type(steps - 1)
     half = steps // 2
     values = np.where(i < half, work.type(start) + step * i,
                       work.type(end) - step * (steps - 1 - i))
-    return jnp.asarray(values.astype(dt) if dt.name != "bfloat16" else values, dtype=dt)
+    if jnp.issubdtype(dt, jnp.integer):
+        values = np.trunc(values)
+    return jnp.asarray(values, dtype=work).astype(dt)
 
 
 @function("torch.eye")

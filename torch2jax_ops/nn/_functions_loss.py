@@ -41,7 +41,7 @@ def _reduce(loss: jax.Array, reduction: str) -> jax.Array:
     return loss
 
 
-def _pointwise(input: jax.Array, target: jax.Array) -> tuple:
+def _pointwise(input: jax.Array, target: jax.Array) -> list[jax.Array]:
     a, b = promote(input, target)
     return jnp.broadcast_arrays(a, b)
 

@@ -398,6 +398,7 @@ def instance_norm(input: jax.Array, running_mean: Optional[jax.Array] = None,
         mean = jnp.mean(input, axis=axes, keepdims=True)
         var = jnp.mean(jnp.square(input - mean), axis=axes, keepdims=True)
     else:
+        assert running_var is not None, "instance_norm: running_mean given without running_var"
         mean = jax.lax.stop_gradient(running_mean.reshape(shape))
         var = jax.lax.stop_gradient(running_var.reshape(shape))
     return _affine((input - mean) * jax.lax.rsqrt(var + eps), weight, bias, shape)

@@ -446,12 +446,14 @@ def sort(input: jax.Array, dim: int = -1, descending: bool = False, stable: bool
 def argsort(input: jax.Array, dim: int = -1, descending: bool = False,
             stable: bool = False) -> jax.Array:
     """``torch.argsort``: the indices of :func:`sort` (stable)."""
-    return sort(input, dim, descending).indices
+    _, indices = sort(input, dim, descending)
+    return indices
 
 
 @op("msort")
 def msort(input: jax.Array) -> jax.Array:
-    return sort(input, 0).values
+    values, _ = sort(input, 0)
+    return values
 
 
 @op("topk")
@@ -503,7 +505,8 @@ def median(input: jax.Array, dim: Optional[int] = None, keepdim: bool = False, *
         flat = input.reshape(-1)
         if flat.size == 0:
             return jnp.asarray(jnp.nan, input.dtype)
-        return kthvalue(flat, (flat.size + 1) // 2).values
+        lower, _ = kthvalue(flat, (flat.size + 1) // 2)
+        return lower
     n = input.shape[dim_arg(dim, input.ndim, op="median")] if input.ndim else 1
     values, idx = kthvalue(input, (n + 1) // 2, dim, keepdim)
     return RETURN_TYPES["median"](values, idx)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +47,8 @@ def view(self: jax.Array, *shape: Any) -> jax.Array:
         if jnp.dtype(dt).itemsize != jnp.dtype(self.dtype).itemsize:
             raise ValueError(f"view: viewing {self.dtype} as {dt} changes the element size; "
                              f"only same-width dtypes are supported")
+        if dt is None:  # view(None): jax.lax.bitcast_convert_type raises this too
+            raise ValueError("dtype must be specified.")
         return jax.lax.bitcast_convert_type(self, dt)
     return _reshape(self, size_args(shape, op="view", name="shape"), "view")
 
@@ -102,6 +104,7 @@ def unflatten(input: jax.Array, dim: int, sizes: Sequence[int]) -> jax.Array:
 def squeeze(input: jax.Array, dim: Any = None) -> jax.Array:
     """``torch.squeeze(input, dim=None)``: drops the given (or all) dims of size 1; dims of
     another size are left as they are (no error, as in torch)."""
+    dims: Iterable[int]
     if dim is None:
         dims = range(input.ndim)
     else:
@@ -709,7 +712,7 @@ def nonzero(input: jax.Array, *, out: Any = None, as_tuple: bool = False) -> Any
     values = concrete(input, "condition", op="where / nonzero",
                       fix="Use the three-argument torch.where(condition, x, y), or a mask "
                           "(x * condition), which keep the shape.")
-    found = np.nonzero(values.reshape(values.shape or (1,)))
+    found: tuple = np.nonzero(values.reshape(values.shape or (1,)))
     found = tuple(jnp.asarray(f, dtype=long_dtype()) for f in found)
     if as_tuple:
         return found

@@ -27,7 +27,7 @@ import importlib
 import inspect
 import operator
 import os
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 import jax
 import numpy as np
@@ -143,7 +143,8 @@ def _target_name(target: Any) -> str:
         return target
     module = getattr(target, "__module__", None) or ""
     module = {"_operator": "operator"}.get(module, module)
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    name = cast(str, getattr(target, "__qualname__", None)
+                or getattr(target, "__name__", repr(target)))
     if module == "builtins" or not module:
         return name if module == "" else f"builtins.{name}"
     return f"{module}.{name}"
@@ -163,11 +164,14 @@ def _make_tracer_class() -> type:
     class _Value(fx.Proxy):
         """A proxy carrying its JAX value: shapes and Python scalars behave concretely."""
 
+        tracer: Any  # always this module's tracer (it has ``values``), not any TracerBase
+
         @property
         def value(self) -> Any:
             return self.tracer.values[self.node]
 
-        @property
+        # the read-only override is the point: mypy cannot model a __class__ property
+        @property  # type: ignore[misc]
         def __class__(self):  # isinstance(x, torch.Tensor) holds for array values
             if is_array(self.tracer.values.get(self.node)):
                 return torch.Tensor

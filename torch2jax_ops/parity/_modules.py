@@ -165,7 +165,7 @@ def compare_weights(torch_module: Any, jax_module: Any, *, rtol: Optional[float]
     if not isinstance(torch_module, torch.nn.Module):
         raise ParityError(f"{label}: compare_weights takes a torch.nn.Module first, got "
                           f"{type(torch_module).__name__}")
-    theirs = dict(torch_module.named_parameters())
+    theirs: dict[str, torch.Tensor] = dict(torch_module.named_parameters())
     if buffers:
         theirs.update(dict(torch_module.named_buffers()))
     ours = dict(named_arrays(jax_module))

@@ -68,6 +68,7 @@ def values(rng: np.random.Generator, shape: tuple, dtype: str, op: str) -> Any:
     """Test data as a torch tensor; a 0.5 grid in floats makes ties for min/max."""
     import torch
 
+    data: np.ndarray
     if dtype in _dtypes.INT_NAMES:
         low, high = (-2, 3) if "mul" in op else (-5, 6)
         data = rng.integers(low, high, size=shape)
@@ -103,6 +104,7 @@ def scatter_inputs(draw: Callable, dtypes: Sequence[str] = ("float32",), *, max_
     shape = draw(hnp.array_shapes(min_dims=1, max_dims=max_dims, min_side=0, max_side=max_side))
     dim = draw(st.integers(-len(shape), len(shape) - 1))
     axis = dim % len(shape)
+    index_shape: tuple[int, ...]
     if not full_index or draw(st.booleans()):
         index_shape = (shape[dim],)
         index_dim = 0

@@ -36,7 +36,8 @@ from ._reduce import plan_index, reduce_into
 __all__ = ["index_add", "index_reduce", "index_select", "index_add_core"]
 
 
-def _operands(input: Any, index: Any, source: Any, dim: Any, *, op: str):
+def _operands(input: Any, index: Any, source: Any, dim: Any, *,
+              op: str) -> tuple[jax.Array, jax.Array, jax.Array, int]:
     input = v.operand(input, "input", op=op)
     index = v.index_operand(index, op=op)
     source = v.operand(source, "source", op=op)

@@ -19,7 +19,7 @@ the caller rebinds.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Optional
+from typing import Any, Optional, overload
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +35,17 @@ def _at_least_1d(x: jax.Array) -> jax.Array:
     return x.reshape(1) if x.ndim == 0 else x
 
 
-def _operands(input: Any, index: Any, src: Any, dim: Any, *, op: str, src_name: str = "src"):
+@overload
+def _operands(input: Any, index: Any, src: None, dim: Any, *, op: str,
+              src_name: str = "src") -> tuple[jax.Array, jax.Array, None, int]: ...
+@overload
+def _operands(input: Any, index: Any, src: ArrayLike, dim: Any, *, op: str,
+              src_name: str = "src") -> tuple[jax.Array, jax.Array, jax.Array, int]: ...
+@overload
+def _operands(input: Any, index: Any, src: Optional[ArrayLike], dim: Any, *, op: str,
+              src_name: str = "src") -> tuple[jax.Array, jax.Array, Optional[jax.Array], int]: ...
+def _operands(input: Any, index: Any, src: Any, dim: Any, *, op: str,
+              src_name: str = "src") -> tuple[jax.Array, jax.Array, Optional[jax.Array], int]:
     input = v.operand(input, "input", op=op)
     index = v.index_operand(index, op=op)
     dim = v.normalize_dim(dim, input.ndim, op=op)

@@ -117,7 +117,7 @@ def from_pyg(data: Any, *, device: Placement = None, copy: Optional[bool] = None
     check_item(data, op=op)
     check_placement(device, op=op)
     target = default_device() if device is None else device
-    x64 = bool(jax.config.jax_enable_x64)
+    x64 = bool(_dtypes.x64_enabled())
 
     def convert(key: str, value: Any) -> Any:
         if isinstance(value, torch.Tensor):

@@ -67,7 +67,7 @@ def _convert(a: np.ndarray, key: str, *, x64: bool, allow_downcast: bool, op: st
     return a.astype(target)
 
 
-def _python_value(value: Any, key: str, op: str) -> Optional[np.ndarray]:
+def _python_value(value: Any, key: str, op: str) -> np.ndarray:
     """A Python number or a rectangular list of numbers as an array; anything else: TypeError."""
     if isinstance(value, (bool, numbers.Number, np.generic)) and not isinstance(value, complex):
         return np.asarray(value)
@@ -187,7 +187,7 @@ def sizes_of(item: Any, *, op: str = "JaxLoader", where: str = "") -> tuple:
 _ORDER = ("node", "edge", "graph", "other")
 
 
-def _candidates(key: str, size: int, nodes: int, edges: int, graphs: int) -> list:
+def _candidates(key: str, size: Optional[int], nodes: int, edges: int, graphs: int) -> list:
     fits = {"node": size == nodes, "edge": size == edges, "graph": size == graphs,
             "other": True}
     order = ("edge", "node", "graph", "other") if "edge" in key else _ORDER

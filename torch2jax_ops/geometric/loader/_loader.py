@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import dataclasses
 import queue
+import sys
 import threading
 import time
 import warnings
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Generator, Iterator, Optional
 
 import jax
 
+from ... import _dtypes
 from ...dlpack import Placement, default_device
 from .._padding import BucketLadder, PaddedGraph
 from ..data._rules import check_placement
@@ -25,9 +27,11 @@ _ITEM, _DONE, _ERROR = "item", "done", "error"
 
 def _x64_mode(enabled: bool) -> Any:
     """JAX's thread-local 64-bit mode switch (``jax.enable_x64``; older JAX: experimental)."""
-    switch = getattr(jax, "enable_x64", None)
+    switch: Optional[Callable[[bool], Any]] = getattr(jax, "enable_x64", None)
     if switch is None:
-        from jax.experimental import enable_x64 as switch
+        # older JAX only: the installed stubs no longer have it
+        from jax.experimental import enable_x64 as old_switch  # type: ignore[attr-defined]
+        switch = old_switch
     return switch(enabled)
 
 
@@ -211,7 +215,7 @@ class JaxLoader:
         # JAX's default device and 64-bit mode can be thread-local (jax.default_device,
         # jax.enable_x64): read them here, in the loop's thread.
         target = default_device() if self.device is None else self.device
-        x64 = bool(jax.config.jax_enable_x64)
+        x64 = bool(_dtypes.x64_enabled())
         return self._epoch(iterator, target, x64)
 
     def _epoch(self, iterator: Iterator, target: Any, x64: bool) -> Iterator[PaddedGraph]:
@@ -252,11 +256,12 @@ class JaxLoader:
                 bar.update(stats.batches, stats.compilations)
                 bar.close()
 
-    def _inline(self, iterator: Iterator, target: Any, x64: bool) -> Iterator[tuple]:
+    def _inline(self, iterator: Iterator, target: Any, x64: bool) -> Generator[tuple, None, None]:
         for index, item in enumerate(iterator):
             yield self._prepare(item, index, target, x64)
 
-    def _threaded(self, iterator: Iterator, target: Any, x64: bool) -> Iterator[tuple]:
+    def _threaded(self, iterator: Iterator, target: Any,
+                  x64: bool) -> Generator[tuple, None, None]:
         """Batches from a background thread that keeps ``prefetch`` of them ready."""
         ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
@@ -285,8 +290,9 @@ class JaxLoader:
                     done += 1
                 put((_DONE, None))
             except BaseException as exc:  # noqa: BLE001 -- re-raised in the consumer
-                exc.add_note(f"(raised in {_OP}'s prefetch thread while reading or preparing "
-                             f"batch {done}, counting from 0)")
+                if sys.version_info >= (3, 11):  # add_note is 3.11+
+                    exc.add_note(f"(raised in {_OP}'s prefetch thread while reading or "
+                                 f"preparing batch {done}, counting from 0)")
                 put((_ERROR, exc))
             finally:
                 close = getattr(iterator, "close", None)

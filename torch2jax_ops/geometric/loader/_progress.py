@@ -16,7 +16,7 @@ _count = [0]
 _installed = [False]
 
 
-def _on_event(event: str, duration: float, **kwargs: Any) -> None:
+def _on_event(event: str, duration_secs: float, **kwargs: Any) -> None:
     if event == _COMPILE_EVENT:
         with _lock:
             _count[0] += 1

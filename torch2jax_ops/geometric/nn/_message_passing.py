@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union, cast
 
 import equinox as eqx
 import jax
@@ -181,7 +181,10 @@ class MessagePassing(eqx.Module):
     ...     def message(self, x_i, x_j):
     ...         return jax.vmap(self.mlp)(jnp.concatenate([x_i, x_j - x_i], -1))
     """
-    aggr = "sum"
+    # a class attribute here, not a field (so no annotation: equinox would make it one);
+    # subclasses redeclare it as a field of their own type: a reduction name, an aggregation
+    # module, or None next to an aggr_module
+    aggr = cast(Union[str, Callable[..., jax.Array], None], "sum")
     flow = "source_to_target"
     node_dim = -2
 
@@ -208,6 +211,8 @@ class MessagePassing(eqx.Module):
         """Reduce the messages at their targets along ``node_dim`` by ``aggr``."""
         if callable(self.aggr):
             return self.aggr(inputs, index, ptr=ptr, dim_size=dim_size, dim=self.node_dim)
+        # propagate always passes dim_size; layers whose aggr may be None override aggregate
+        assert self.aggr is not None and dim_size is not None
         return aggregate_along(inputs, index, dim_size, self.aggr, self.node_dim)
 
     def update(self, inputs: jax.Array) -> jax.Array:

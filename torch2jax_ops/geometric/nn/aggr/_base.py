@@ -126,6 +126,7 @@ def aggregate_messages(aggr: Optional[str], aggr_module: Any, inputs: jax.Array,
     """A conv's aggregation: its ``aggr_module`` port if it has one, else the reduction name."""
     if aggr_module is not None:
         return aggr_module(inputs, index, dim_size=dim_size, dim=dim)
+    assert aggr is not None  # a conv has its aggr name or an aggr_module
     return aggregate_along(inputs, index, dim_size, aggr, dim)
 
 

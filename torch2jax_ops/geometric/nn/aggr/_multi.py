@@ -58,6 +58,7 @@ def combine(outs: list, mode: str, lin: Optional[Linear] = None) -> jax.Array:
     if mode == "cat":
         return jnp.concatenate(outs, axis=-1)
     if mode == "proj":
+        assert lin is not None  # "proj" comes with its Linear
         return lin(jnp.concatenate(outs, axis=-1))
     stack = jnp.stack(outs, axis=0)
     if mode == "sum":

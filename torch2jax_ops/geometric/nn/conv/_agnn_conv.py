@@ -1,7 +1,7 @@
 """PyG's ``AGNNConv`` (attention-based graph neural network, Thekumparampil et al.)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import equinox as eqx
 import jax
@@ -27,7 +27,7 @@ class AGNNConv(GatedPropagation):
     added (node-wise here). The cosine uses ``F.normalize`` (norms clamped at
     1e-12), the softmax is PyG's (grouped by target).
     """
-    beta: jax.Array = None
+    beta: Optional[jax.Array] = None
     aggr_module: Any = None
     requires_grad: bool = eqx.field(static=True, default=True)
     add_self_loops: bool = eqx.field(static=True, default=True)

@@ -128,7 +128,9 @@ class DNAConv(WeightedPropagation):
             key = next_key(op)
         return self.propagate(edge_index, x=x, edge_weight=edge_weight, rng=key)
 
-    def message(self, x_i: jax.Array, x_j: jax.Array, edge_weight: jax.Array,
+    # PyG's protocol: propagate passes message's arguments by name, so its signature is
+    # the layer's own (not the base's)
+    def message(self, x_i: jax.Array, x_j: jax.Array, edge_weight: jax.Array,  # type: ignore[override]
                 rng: Any = None) -> jax.Array:
         x_i = x_i[:, -1:]  # [E, 1, C]
         out = self.multi_head(x_i, x_j, x_j, rng=rng)  # [E, 1, C]

@@ -42,9 +42,9 @@ class FiLMConv(GatedPropagation):
     [2C, F_dst]``, ``films.{r}.bias``, ``lin_skip.weight [C, F_dst]``,
     ``film_skip.weight [2C, F_dst]`` (no bias), or the arrays of ``nn``.
     """
-    lins: ModuleList = None
-    films: ModuleList = None
-    lin_skip: Linear = None
+    lins: Optional[ModuleList] = None
+    films: Optional[ModuleList] = None
+    lin_skip: Optional[Linear] = None
     film_skip: Any = None
     act: Any = None
     aggr_module: Any = None
@@ -103,7 +103,10 @@ class FiLMConv(GatedPropagation):
             out = out + agg[:, r]
         return out
 
-    def message(self, x_j: jax.Array, beta_i: jax.Array, gamma_i: jax.Array) -> jax.Array:
+    # PyG's protocol: propagate passes message's arguments by name, so its signature is
+    # the layer's own (not the base's)
+    def message(  # type: ignore[override]
+            self, x_j: jax.Array, beta_i: jax.Array, gamma_i: jax.Array) -> jax.Array:
         return activate(self, gamma_i * x_j + beta_i)
 
 

@@ -33,6 +33,7 @@ class GRUCell(eqx.Module):
         gi = x @ self.weight_ih.T
         gh = h @ self.weight_hh.T
         if self.bias_ih is not None:
+            assert self.bias_hh is not None  # torch's GRUCell has both biases or neither
             gi, gh = gi + self.bias_ih, gh + self.bias_hh
         i_r, i_z, i_n = jnp.split(gi, 3, axis=-1)
         h_r, h_z, h_n = jnp.split(gh, 3, axis=-1)
@@ -52,8 +53,8 @@ class GatedGraphConv(GatedPropagation):
     Arrays: ``weight [num_layers, C, C]``, ``rnn.weight_ih``, ``rnn.weight_hh``
     ``[3C, C]``, ``rnn.bias_ih``, ``rnn.bias_hh`` ``[3C]`` (with ``bias``).
     """
-    weight: jax.Array = None
-    rnn: GRUCell = None
+    weight: Optional[jax.Array] = None
+    rnn: Optional[GRUCell] = None
     aggr_module: Any = None
     out_channels: int = eqx.field(static=True, default=1)
     num_layers: int = eqx.field(static=True, default=1)

@@ -1,7 +1,7 @@
 """PyG's ``GATv2Conv`` (Brody et al., "How attentive are graph attention networks?")."""
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 import equinox as eqx
 import jax
@@ -63,9 +63,9 @@ class GATv2Conv(GatedPropagation):
     F_dst]``, ``lin_r.bias``, ``att [1, H, C]``, ``lin_edge.weight [H*C, D]``,
     ``res.weight``, ``bias [H*C]`` (``[C]`` without ``concat``).
     """
-    lin_l: Linear = None
-    lin_r: Linear = None
-    att: jax.Array = None
+    lin_l: Optional[Linear] = None
+    lin_r: Optional[Linear] = None
+    att: Optional[jax.Array] = None
     lin_edge: Optional[Linear] = None
     res: Optional[Linear] = None
     bias: Optional[jax.Array] = None
@@ -83,27 +83,32 @@ class GATv2Conv(GatedPropagation):
     node_dim = 0
 
     def _project(self, x_src: jax.Array, x_dst: jax.Array, tuple_input: bool):
+        assert self.lin_l is not None  # always set by the converter
         if self.share_weights:
             x_l = self.lin_l(x_src)
             return x_l, x_l if not tuple_input else self.lin_l(x_dst)
+        assert self.lin_r is not None  # None only with share_weights
         if tuple_input:
             return self.lin_l(x_src), self.lin_r(x_dst)
         # one matmul for both projections of the same x
         weight = jnp.concatenate([self.lin_l.weight, self.lin_r.weight], axis=0)
         both = x_src @ weight.T
         if self.lin_l.bias is not None:
-            both = both + jnp.concatenate([self.lin_l.bias, self.lin_r.bias])
+            # PyG's one `bias` flag: both projections have a bias, or neither does
+            both = both + jnp.concatenate([self.lin_l.bias, cast(jax.Array, self.lin_r.bias)])
         width = self.lin_l.weight.shape[0]
         return both[:, :width], both[:, width:]
 
     def _scores(self, s: jax.Array) -> jax.Array:
         """``(leaky_relu(s) * att).sum(-1)``: ``[*, H, C]`` -> ``[*, H]`` (one head ``[*]``)."""
+        assert self.att is not None  # always set by the converter
         att = self.att.reshape(-1) if self.heads == 1 else self.att[0]
         return jnp.sum(jax.nn.leaky_relu(s, self.negative_slope) * att, axis=-1)
 
     def _edge_term(self, edge_attr: jax.Array) -> jax.Array:
         if edge_attr.ndim == 1:
             edge_attr = edge_attr[:, None]
+        assert self.lin_edge is not None  # edge features are only passed with an edge_dim
         return heads_view(self.lin_edge(edge_attr), self.heads, self.out_channels)
 
     @sharding_aware

@@ -43,7 +43,7 @@ class GeneralConv(GatedPropagation):
     Projections are applied to the nodes before the gather (the same
     values as PyG's per-edge ``lin_msg(x_j)``).
     """
-    lin_msg: Linear = None
+    lin_msg: Optional[Linear] = None
     lin_msg_i: Optional[Linear] = None
     lin_self: Any = None
     lin_edge: Optional[Linear] = None
@@ -110,11 +110,15 @@ class GeneralConv(GatedPropagation):
         x_j_out = self._basic(fwd_j, rev_i, edge)
         if not self.attention:
             return x_j_out
+        # propagate fills index and size_i; fwd_i is passed with attention
+        assert index is not None and size_i is not None
         if self.attention_type == "dot_product":
+            assert fwd_i is not None and self.scaler is not None
             x_i_out = self._basic(fwd_i, rev_j, edge)
             scaler = jax.lax.stop_gradient(self.scaler).astype(x_j_out.dtype)
             alpha = jnp.sum(x_i_out * x_j_out, axis=-1) / scaler
         else:
+            assert self.att_msg is not None  # set for the additive attention
             att = self.att_msg.reshape(-1) if self.heads == 1 else self.att_msg[0]
             alpha = jnp.sum(x_j_out * att, axis=-1)
         alpha = segment_softmax(jax.nn.leaky_relu(alpha, 0.2), index, size_i)

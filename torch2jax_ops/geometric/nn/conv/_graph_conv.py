@@ -1,7 +1,7 @@
 """PyG's ``GraphConv`` (Morris et al.) as an equinox module, with its converter."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import equinox as eqx
 
@@ -23,7 +23,7 @@ class GraphConv(eqx.Module):
     """
     lin_rel: Linear
     lin_root: Linear
-    aggr: str = eqx.field(static=True, default="add")
+    aggr: Optional[str] = eqx.field(static=True, default="add")  # None: aggr_module
     aggr_module: Any = None  # an aggregation module port (aggr=SoftmaxAggregation(...) ...)
 
     @sharding_aware

@@ -47,7 +47,9 @@ class LEConv(WeightedPropagation):
         out = self.propagate(edge_index, a=a, b=b, edge_weight=edge_weight)
         return out + self.lin3(x_dst)
 
-    def message(self, a_j: jax.Array, b_i: jax.Array,
+    # PyG's protocol: propagate passes message's arguments by name, so its signature is
+    # the layer's own (not the base's)
+    def message(self, a_j: jax.Array, b_i: jax.Array,  # type: ignore[override]
                 edge_weight: Optional[jax.Array] = None) -> jax.Array:
         out = a_j - b_i
         return out if edge_weight is None else out * edge_weight.reshape(-1, 1)

@@ -84,12 +84,14 @@ def _fast_aggregate(aggrs: tuple, m: jax.Array, dst: jax.Array, n: int) -> list:
         if isinstance(a, SumAggregation):
             outs.append(sums)
         elif isinstance(a, MeanAggregation):
+            assert sums is not None  # computed above for every sum / mean / var / std member
             outs.append(sums / denom)
         elif isinstance(a, MaxAggregation):
             outs.append(top)
         elif isinstance(a, MinAggregation):
             outs.append(bottom)
         else:
+            assert sums is not None
             mean = sums / denom
             var = squares[_semi(a)] / denom - mean * mean
             outs.append(var if isinstance(a, VarAggregation) else _std_from_var(var))

@@ -15,7 +15,7 @@ already filled is refused (its cache may belong to another graph).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import jax
 
@@ -50,7 +50,9 @@ class WeightedPropagation(MessagePassing):
         module = getattr(self, "aggr_module", None)
         if module is not None:
             return module(inputs, index, ptr=ptr, dim_size=dim_size, dim=self.node_dim)
-        return aggregate_along(inputs, index, dim_size, self.aggr, self.node_dim)
+        # propagate always passes dim_size; the family's fields declare aggr: str
+        assert dim_size is not None
+        return aggregate_along(inputs, index, dim_size, cast(str, self.aggr), self.node_dim)
 
 
 def node_features(x: Any, *, op: str, ndim: Optional[int] = None) -> jax.Array:

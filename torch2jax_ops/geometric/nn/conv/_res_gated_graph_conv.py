@@ -33,9 +33,9 @@ class ResGatedGraphConv(GatedPropagation):
     ``lin_query``, ``lin_value`` (``weight [C, F (+ D)]``, ``bias``),
     ``lin_skip.weight [C, F_dst]`` (with ``root_weight``), ``bias [C]``.
     """
-    lin_key: Linear = None
-    lin_query: Linear = None
-    lin_value: Linear = None
+    lin_key: Optional[Linear] = None
+    lin_query: Optional[Linear] = None
+    lin_value: Optional[Linear] = None
     lin_skip: Optional[Linear] = None
     bias: Optional[jax.Array] = None
     act: Any = None
@@ -77,10 +77,13 @@ class ResGatedGraphConv(GatedPropagation):
             out = out + self.lin_skip(x_dst)
         return out if self.bias is None else out + self.bias
 
-    def message(self, k_i: jax.Array, q_j: jax.Array, v_j: jax.Array,
+    # PyG's protocol: propagate passes message's arguments by name, so its signature is
+    # the layer's own (not the base's)
+    def message(self, k_i: jax.Array, q_j: jax.Array, v_j: jax.Array,  # type: ignore[override]
                 ek: Optional[jax.Array] = None, eq: Optional[jax.Array] = None,
                 ev: Optional[jax.Array] = None) -> jax.Array:
         if ek is not None:  # the edge parts of lin_key / lin_query / lin_value
+            assert eq is not None and ev is not None  # passed together
             k_i, q_j, v_j = k_i + ek, q_j + eq, v_j + ev
         return activate(self, k_i + q_j) * v_j
 

@@ -83,6 +83,7 @@ class RGCNConv(eqx.Module):
     def full_weight(self) -> jax.Array:
         """``[R, F_in, F_out]`` (or the block layout): bases combined by ``comp``."""
         if self.num_bases is not None:
+            assert self.comp is not None  # set with num_bases
             return (self.comp @ self.weight.reshape(self.num_bases, -1)).reshape(
                 self.num_relations, self.in_channels_l, self.out_channels)
         return self.weight

@@ -26,7 +26,7 @@ class SAGEConv(eqx.Module):
     lin_l: Linear
     lin_r: Optional[Linear]
     lin: Optional[Linear] = None
-    aggr: str = eqx.field(static=True, default="mean")
+    aggr: Optional[str] = eqx.field(static=True, default="mean")  # None: aggr_module
     normalize: bool = eqx.field(static=True, default=False)
     aggr_module: Any = None  # an aggregation module port (aggr=SoftmaxAggregation(...) ...)
 

@@ -59,7 +59,7 @@ class SuperGATConv(GatedPropagation):
     static shape. Arrays: ``lin.weight [H*C, F_in]``, ``att_l``, ``att_r``
     ``[1, H, C]`` ("MX"), ``bias``.
     """
-    lin: Linear = None
+    lin: Optional[Linear] = None
     att_l: Optional[jax.Array] = None
     att_r: Optional[jax.Array] = None
     bias: Optional[jax.Array] = None
@@ -97,9 +97,11 @@ class SuperGATConv(GatedPropagation):
         n = x.shape[0]
         edge_index = edge_array(edge_index, n, op=op)
         heads, channels = self.heads, self.out_channels
+        assert self.lin is not None  # always set by the converter
         h = heads_view(self.lin(x), heads, channels)
         src, dst, n_loops = loop_plan(edge_index, n, n, self.add_self_loops)
         if self.attention_type == "MX":
+            assert self.att_l is not None and self.att_r is not None  # "MX" has both
             # one gather per end brings the features and the end's attention score
             a_l = jnp.sum(h * self._vector(self.att_l), axis=-1)
             a_r = jnp.sum(h * self._vector(self.att_r), axis=-1)

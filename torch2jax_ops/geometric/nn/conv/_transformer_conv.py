@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import equinox as eqx
 import jax
@@ -52,11 +52,11 @@ class TransformerConv(GatedPropagation):
     ``bias``), ``lin_edge.weight [H*C, D]``, ``lin_skip`` (``[H*C, F_dst]`` or
     ``[C, F_dst]``), ``lin_beta.weight [1, 3*H*C]`` (or ``[1, 3*C]``).
     """
-    lin_key: Linear = None
-    lin_query: Linear = None
-    lin_value: Linear = None
+    lin_key: Optional[Linear] = None
+    lin_query: Optional[Linear] = None
+    lin_value: Optional[Linear] = None
     lin_edge: Optional[Linear] = None
-    lin_skip: Linear = None
+    lin_skip: Optional[Linear] = None
     lin_beta: Optional[Linear] = None
     aggr_module: Any = None
     heads: int = eqx.field(static=True, default=1)
@@ -70,17 +70,23 @@ class TransformerConv(GatedPropagation):
 
     def _project(self, x_src: jax.Array, x_dst: jax.Array, tuple_input: bool):
         """``(key, value, query, skip)``: one matmul when source and target are the same x."""
+        # the converter always sets key / value / query, and lin_skip with root_weight
+        assert self.lin_key is not None and self.lin_value is not None \
+            and self.lin_query is not None
         lins = [self.lin_key, self.lin_value, self.lin_query]
         if self.root_weight:
+            assert self.lin_skip is not None
             lins.append(self.lin_skip)
         if tuple_input:
             k, v = self.lin_key(x_src), self.lin_value(x_src)
             q = self.lin_query(x_dst)
-            return k, v, q, self.lin_skip(x_dst) if self.root_weight else None
+            return k, v, q, (self.lin_skip(x_dst) if self.root_weight and self.lin_skip is not None
+                             else None)
         weight = jnp.concatenate([lin.weight for lin in lins], axis=0)
         out = x_src @ weight.T
         if self.lin_key.bias is not None:
-            out = out + jnp.concatenate([lin.bias for lin in lins])
+            # PyG's one `bias` flag: every projection has a bias, or none does
+            out = out + jnp.concatenate([cast(jax.Array, lin.bias) for lin in lins])
         cuts = [0]
         for lin in lins:
             cuts.append(cuts[-1] + lin.weight.shape[0])

@@ -65,7 +65,8 @@ class InstanceNorm(eqx.Module):
                 if self.running_mean is not None:
                     unbiased = var[0] * (n / (n - 1))
                     record_update(self, lambda m: m._moved(mean[0], unbiased))
-            else:
+            else:  # tracked running statistics
+                assert self.running_mean is not None and self.running_var is not None
                 mean = jax.lax.stop_gradient(self.running_mean)[None]
                 var = jax.lax.stop_gradient(self.running_var)[None]
             out = (x - mean) * jax.lax.rsqrt(var + self.eps)
@@ -86,7 +87,8 @@ class InstanceNorm(eqx.Module):
             if self.running_mean is not None:
                 record_update(self, lambda m: m._moved(jnp.mean(mean, axis=0),
                                                        jnp.mean(unbiased_var, axis=0)))
-        else:
+        else:  # tracked running statistics
+            assert self.running_mean is not None and self.running_var is not None
             mean = jnp.broadcast_to(jax.lax.stop_gradient(self.running_mean)[None],
                                     (b, x.shape[1]))
             var = jnp.broadcast_to(jax.lax.stop_gradient(self.running_var)[None],
@@ -100,6 +102,7 @@ class InstanceNorm(eqx.Module):
     def _moved(self, mean: jax.Array, var: jax.Array) -> InstanceNorm:
         """This module after one training step's update of its running statistics."""
         m = self.momentum
+        assert self.running_mean is not None and self.running_var is not None
         mean, var = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)
         rm = ((1 - m) * self.running_mean + m * mean).astype(self.running_mean.dtype)
         rv = ((1 - m) * self.running_var + m * var).astype(self.running_var.dtype)
