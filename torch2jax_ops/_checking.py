@@ -7,9 +7,13 @@ it. Messages name the argument, the valid range and the fix.
 
 Checked mode: under ``jax.jit`` an index is traced, so its values cannot be
 inspected while the function is built; the ops then drop out-of-range
-elements. They also record a ``checkify`` debug check, which costs nothing
-normally and becomes a real error when the function runs through
-:func:`checked`.
+elements. While a function is traced under :func:`checked` they also record
+a ``checkify`` debug check, which becomes a real error. Outside
+:func:`checked` nothing is recorded: a recorded check is an effect, and a
+jitted function with an effect leaves JAX's fast C++ dispatch path (about
+13 us per call become about 200 us, whatever the op's size). The flag is part
+of the jit cache key, so a function jitted without checks is traced again,
+with them, when it later runs under :func:`checked`.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from typing import Any, Callable, Literal, Optional, Sequence, TypeVar, overload
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import config as _jax_config  # bool_state: the one way to key jit on a flag
 from jax.experimental import checkify
 
 __all__ = ["checked", "debug_check", "is_traced", "is_array", "is_inexact", "as_array",
@@ -36,6 +41,12 @@ SEGMENT_REDUCTIONS: tuple[str, ...] = ("sum", "add", "mean", "min", "max")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: on while tracing under :func:`checked`: the index checks are recorded (in the jit key)
+_CHECKS = _jax_config.bool_state(
+    "torch2jax_ops_index_checks", False,
+    "Record torch2jax_ops' index checks (checkify.debug_check) while tracing; set by "
+    "torch2jax_ops.checked.", include_in_jit_key=True, include_in_trace_context=True)
+
 
 def checked(fn: F) -> F:
     """Wrap ``fn`` (jitted or not) so that failed index checks raise.
@@ -47,7 +58,8 @@ def checked(fn: F) -> F:
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        error, result = checkified(*args, **kwargs)
+        with _CHECKS(True):
+            error, result = checkified(*args, **kwargs)
         error.throw()
         return result
 
@@ -57,12 +69,15 @@ def checked(fn: F) -> F:
 def debug_check(pred: Any, msg: str, **payload: Any) -> None:
     """``checkify.debug_check(pred, msg, **payload)``, also under an Explicit-sharded mesh.
 
-    Free unless the function runs through :func:`checked`. Under ``jax.vmap``
+    Recorded only while tracing under :func:`checked` (otherwise nothing is
+    recorded, and a jitted function keeps JAX's fast dispatch). Under ``jax.vmap``
     over a batch sharded on an Explicit mesh (data parallelism), checkify's
     batching rule sorts the batched predicate along the sharded batch axis
     and fails at trace time; the check then runs with those mesh axes in Auto
     mode (``jax.sharding.auto_axes``), where nothing needs a placement.
     """
+    if not _CHECKS.value:
+        return
     mesh = jax.sharding.get_abstract_mesh()
     context = not mesh.empty
     if not context:

@@ -19,13 +19,19 @@ from typing import Optional, Sequence
 
 def _parity(args: argparse.Namespace) -> int:
     try:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.table import Table
+
         from .parity import DEVIATIONS
         from .parity import _report as report
         from .parity import _suite as suite
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
-        from rich.table import Table
     except ImportError as exc:
         print(f"torch2jax-ops parity needs the parity extras ({exc.name} is missing): "
               f"pip install 'torch2jax_ops[parity]' (or run `make parity`)", file=sys.stderr)
@@ -84,7 +90,8 @@ def _parity(args: argparse.Namespace) -> int:
 #: generated sections of the guide: name -> function returning the Markdown
 def _generators() -> dict:
     from .nn._registry import mapping_table
-    return {"mapping-table": mapping_table}
+    from .parity._coverage import coverage_table
+    return {"mapping-table": mapping_table, "coverage-table": coverage_table}
 
 
 _GENERATED = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end generated -->)", re.S)
@@ -101,7 +108,7 @@ def _tables(args: argparse.Namespace) -> int:
         path = pathlib.Path(name)
         text = path.read_text()
 
-        def fill(match: "re.Match") -> str:
+        def fill(match: re.Match, path: pathlib.Path = path) -> str:
             table = generators[match.group(2)]()
             if match.group(3).strip() != table.strip():
                 stale.append(f"{path}: {match.group(2)}")
@@ -143,7 +150,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="write report.md, report.json, heatmap.png and report.html here")
     parity.add_argument("--only", metavar="PATTERN",
                         help="run the cases whose id contains PATTERN (or matches it as a glob)")
-    parity.add_argument("--section", help="run one section of the suite (scatter, segment, composite, bridge, autograd, geometric, models)")
+    parity.add_argument("--section", help="run one section of the suite (scatter, segment, "
+                        "composite, bridge, autograd, geometric, models, convs, ...)")
     parity.add_argument("--x64", action=argparse.BooleanOptionalAction, default=None,
                         help="--x64: only the cases run in JAX's 64-bit mode (float64, int64); "
                              "--no-x64: only the others (default: both)")

@@ -22,7 +22,7 @@ class InPlaceError(RuntimeError):
 
 def _shape_struct(tensor, allow_downcast: bool, *, op: str) -> jax.ShapeDtypeStruct:
     name = _dtypes.name_of(tensor.dtype)
-    if _dtypes.needs_x64(name) and not jax.config.jax_enable_x64:
+    if _dtypes.needs_x64(name) and not _dtypes.x64_enabled():
         if not allow_downcast:
             raise TypeError(f"{op}: the torch function returns {name}, which needs JAX's 64-bit "
                             f"mode (off). Enable it (jax.config.update('jax_enable_x64', True)), "

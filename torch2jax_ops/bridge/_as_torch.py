@@ -11,6 +11,7 @@ import numpy as np
 from .. import _dtypes
 from .._checking import is_inexact
 from ..dlpack import to_jax, to_torch
+from . import _fast
 from ._common import conj_if_complex, join_call, split_call
 
 __all__ = ["as_torch"]
@@ -155,7 +156,7 @@ def _import_torch_function():
     return _Call
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _call_class():
     return _import_torch_function()
 
@@ -164,9 +165,25 @@ class _AsTorch:
     def __init__(self, jax_fn: Callable, allow_downcast: bool):
         self.jax_fn, self.allow_downcast = jax_fn, allow_downcast
         self.cache: dict[tuple, _Bridged] = {}
+        self.fast: dict[int, Any] = {}  # arity -> _fast.FastBridged
         functools.update_wrapper(self, jax_fn)
 
+    def _bridged(self, key: tuple) -> _Bridged:
+        bridged = self.cache.get(key)
+        if bridged is None:
+            bridged = self.cache[key] = _Bridged(self.jax_fn, key, self.allow_downcast)
+        return bridged
+
+    def _bridged_for(self, args: tuple) -> _Bridged:
+        import torch
+
+        _, key = split_call(args, {}, lambda x: isinstance(x, torch.Tensor), op="as_torch")
+        return self._bridged(key)
+
     def __call__(self, *args, **kwargs):
+        result = _fast.fast_call(self, args, kwargs, self._bridged_for)
+        if result is not NotImplemented:
+            return result
         import torch
 
         op = f"as_torch({getattr(self.jax_fn, '__name__', 'fn')})"
@@ -180,9 +197,7 @@ class _AsTorch:
                                 f"(jax.config.update('jax_enable_x64', True)), or wrap with "
                                 f"as_torch(fn, allow_downcast=True) to pass them as 32-bit "
                                 f"(integers that do not fit raise)")
-        bridged = self.cache.get(key)
-        if bridged is None:
-            bridged = self.cache[key] = _Bridged(self.jax_fn, key, self.allow_downcast)
+        bridged = self._bridged(key)
         tree_box = _TreeBox()
         outs = _call_class().apply(bridged, tree_box, *tensors)
         return jax.tree_util.tree_unflatten(tree_box.tree, outs)
@@ -210,8 +225,12 @@ def as_torch(jax_fn: Callable, *, allow_downcast: bool = False) -> Callable:
       input shape/dtype and per value of the static arguments. Integer
       outputs are non-differentiable; integer inputs get no gradient.
 
-    float64 tensors need JAX's 64-bit mode (``to_jax`` explains). The backward
-    recomputes the forward inside ``jax.vjp`` (like ``torch.utils.checkpoint``).
+    float64 tensors need JAX's 64-bit mode (``to_jax`` explains). A call with
+    positional CPU tensors only takes a fast path (small tensors cross as
+    copies, no ``autograd.Function`` without a gradient to track, and the
+    forward keeps ``jax.vjp``'s residuals for the first backward, as torch keeps
+    its saved tensors); other calls recompute the forward inside ``jax.vjp`` in
+    the backward (like ``torch.utils.checkpoint``). See ``bridge/_fast.py``.
     """
     if not callable(jax_fn):
         raise TypeError(f"as_torch: expected a callable, got {type(jax_fn).__name__}")

@@ -8,10 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.experimental import checkify
 
 from .. import _dtypes
-from .._checking import is_array
+from .._checking import debug_check, is_array
 from ._common import _normalize_argnums, _scalar_output
 
 
@@ -74,7 +73,7 @@ def nth_grad(func: Callable, order: Any, *args: Any, argnum: int = 0, max_order:
     if not jnp.issubdtype(order.dtype, jnp.integer):
         raise TypeError(f"nth_grad: order must be an integer, got {order.dtype}")
     valid = (order >= 0) & (order <= max_order)
-    checkify.debug_check(valid, f"nth_grad: order is outside [0, max_order={max_order}]")
+    debug_check(valid, f"nth_grad: order is outside [0, max_order={max_order}]")
     value = lax.switch(jnp.clip(order, 0, max_order), table, x)
     return jnp.where(valid, value, jnp.nan)
 

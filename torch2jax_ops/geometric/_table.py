@@ -23,6 +23,7 @@ from ._norm import degree, gcn_norm, gcn_norm_static
 from ._pool import global_add_pool, global_max_pool, global_mean_pool
 from ._scatter import scatter
 from ._softmax import softmax
+from ._sort_pool import global_sort_pool
 
 __all__: list = []
 
@@ -33,6 +34,8 @@ for _fn in (global_add_pool, global_mean_pool, global_max_pool):
     register_function(*(f"torch_geometric.nn.{where}{_fn.__name__}"
                         for where in ("", "pool.", "pool.glob.")))(_fn)
 
+register_function("torch_geometric.nn.global_sort_pool",
+                  "torch_geometric.nn.glob.global_sort_pool")(global_sort_pool)
 register_function("torch_geometric.utils.scatter", "torch_geometric.utils._scatter.scatter",
                   "torch_geometric.nn.aggr.base.scatter")(scatter)
 register_function("torch_geometric.utils.softmax", "torch_geometric.utils._softmax.softmax")(
@@ -75,6 +78,92 @@ def _gcn_norm(edge_index: Any, edge_weight: Any = None, num_nodes: Optional[int]
         return gcn_norm_static(edge_index, edge_weight, num_nodes=num_nodes, improved=improved,
                                add_self_loops=add_self_loops, flow=flow, dtype=dtype)
     return gcn_norm(edge_index, edge_weight, num_nodes, improved, add_self_loops, flow, dtype)
+
+
+# ---- edge utilities family (issue 16: utils): data-dependent sizes give PyG's exact result
+# on concrete arrays and the *_static forms under jit where PyG's call names num_nodes; random
+# ones draw their key from the port call's key= (nn._state.next_key)
+from ._coalesce import (MISSING as _MISSING, coalesce as _coalesce,  # noqa: E402
+                        coalesce_static as _coalesce_static, sort_edge_index as _sort_edge_index,
+                        to_undirected as _to_undirected,
+                        to_undirected_static as _to_undirected_static)
+from ._dropout import (dropout_edge as _dropout_edge, dropout_node as _dropout_node,  # noqa: E402
+                       dropout_node_static as _dropout_node_static)
+from ._negative_sampling import (negative_sampling as _negative_sampling,  # noqa: E402
+                                 negative_sampling_static as _negative_sampling_static)
+from ._segment import segment as _segment  # noqa: E402
+from ._subgraph import (k_hop_subgraph as _k_hop_subgraph, subgraph as _subgraph,  # noqa: E402
+                        subgraph_static as _subgraph_static)
+from ._to_dense_adj import to_dense_adj as _to_dense_adj  # noqa: E402
+from ..nn._state import next_key as _next_key  # noqa: E402
+
+register_function("torch_geometric.utils.segment", "torch_geometric.utils._segment.segment")(
+    _segment)
+register_function("torch_geometric.utils.sort_edge_index",
+                  "torch_geometric.utils._sort_edge_index.sort_edge_index")(_sort_edge_index)
+register_function("torch_geometric.utils.to_dense_adj",
+                  "torch_geometric.utils._to_dense_adj.to_dense_adj")(_to_dense_adj)
+register_function("torch_geometric.utils.k_hop_subgraph",
+                  "torch_geometric.utils._subgraph.k_hop_subgraph")(_k_hop_subgraph)
+
+
+@register_function("torch_geometric.utils.coalesce", "torch_geometric.utils._coalesce.coalesce")
+def _coalesce_entry(edge_index: Any, edge_attr: Any = _MISSING, num_nodes: Optional[int] = None,
+                    reduce: str = "sum", is_sorted: bool = False,
+                    sort_by_row: bool = True) -> Any:
+    fn = _coalesce_static if is_traced(edge_index) and num_nodes is not None else _coalesce
+    return fn(edge_index, edge_attr, num_nodes, reduce, is_sorted, sort_by_row)
+
+
+@register_function("torch_geometric.utils.to_undirected",
+                   "torch_geometric.utils.undirected.to_undirected")
+def _to_undirected_entry(edge_index: Any, edge_attr: Any = _MISSING,
+                         num_nodes: Optional[int] = None, reduce: str = "add") -> Any:
+    static = is_traced(edge_index) and (num_nodes is not None or isinstance(edge_attr, int))
+    return (_to_undirected_static if static else _to_undirected)(edge_index, edge_attr,
+                                                                 num_nodes, reduce)
+
+
+@register_function("torch_geometric.utils.subgraph", "torch_geometric.utils._subgraph.subgraph")
+def _subgraph_entry(subset: Any, edge_index: Any, edge_attr: Any = None,
+                    relabel_nodes: bool = False, num_nodes: Optional[int] = None, *,
+                    return_edge_mask: bool = False) -> Any:
+    fn = _subgraph_static if is_traced(edge_index) else _subgraph
+    return fn(subset, edge_index, edge_attr, relabel_nodes, num_nodes,
+              return_edge_mask=return_edge_mask)
+
+
+def _random(training: bool, p: float, op: str) -> Any:
+    return _next_key(op) if training and p > 0 else None
+
+
+@register_function("torch_geometric.utils.dropout_edge",
+                   "torch_geometric.utils.dropout.dropout_edge")
+def _dropout_edge_entry(edge_index: Any, p: float = 0.5, force_undirected: bool = False,
+                        training: bool = True) -> Any:
+    # under jit this raises and names dropout_edge_static (PyG's call has no num_nodes)
+    return _dropout_edge(edge_index, p, force_undirected, training,
+                         key=_random(training, p, "dropout_edge"))
+
+
+@register_function("torch_geometric.utils.dropout_node",
+                   "torch_geometric.utils.dropout.dropout_node")
+def _dropout_node_entry(edge_index: Any, p: float = 0.5, num_nodes: Optional[int] = None,
+                        training: bool = True, relabel_nodes: bool = False) -> Any:
+    fn = (_dropout_node_static if is_traced(edge_index) and num_nodes is not None
+          else _dropout_node)
+    return fn(edge_index, p, num_nodes, training, relabel_nodes,
+              key=_random(training, p, "dropout_node"))
+
+
+@register_function("torch_geometric.utils.negative_sampling",
+                   "torch_geometric.utils._negative_sampling.negative_sampling")
+def _negative_sampling_entry(edge_index: Any, num_nodes: Any = None, num_neg_samples: Any = None,
+                             method: str = "sparse", force_undirected: bool = False) -> Any:
+    fn = (_negative_sampling_static if is_traced(edge_index) and num_nodes is not None
+          else _negative_sampling)
+    return fn(edge_index, num_nodes, num_neg_samples, method, force_undirected,
+              key=_next_key("negative_sampling"))
 
 
 del _name, _fn

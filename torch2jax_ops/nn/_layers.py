@@ -204,6 +204,7 @@ class BatchNorm1d(eqx.Module):
                 unbiased = var.reshape(-1) * (count / max(count - 1, 1))
                 record_update(self, lambda m: m._moved(mean.reshape(-1), unbiased))
         else:
+            assert self.running_var is not None  # tracked together with running_mean
             mean = jax.lax.stop_gradient(self.running_mean).reshape(shape)
             var = jax.lax.stop_gradient(self.running_var).reshape(shape)
         y = (x - mean) * jax.lax.rsqrt(var + self.eps)
@@ -213,7 +214,7 @@ class BatchNorm1d(eqx.Module):
             y = y + self.bias.reshape(shape)
         return y
 
-    def _moved(self, mean: jax.Array, var: jax.Array) -> "BatchNorm1d":
+    def _moved(self, mean: jax.Array, var: jax.Array) -> BatchNorm1d:
         """This module after one training step's update of its running statistics."""
         tracked = self.num_batches_tracked
         tracked = None if tracked is None else tracked + 1
@@ -222,6 +223,8 @@ class BatchNorm1d(eqx.Module):
         else:
             m = self.momentum
         mean, var = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)
+        # only called for a module that tracks running statistics (see __call__)
+        assert self.running_mean is not None and self.running_var is not None
         rm = ((1 - m) * self.running_mean + m * mean).astype(self.running_mean.dtype)
         rv = ((1 - m) * self.running_var + m * var).astype(self.running_var.dtype)
         return eqx.tree_at(lambda b: (b.running_mean, b.running_var, b.num_batches_tracked),

@@ -18,8 +18,14 @@ import numpy as np
 from .. import _dtypes
 from .._checking import as_array, check_index, is_traced, normalize_dim, static_int
 from ._gather import take_groups
-from ._validate import (aligned_index_shape, check_bounds, check_out, check_sorted,
-                        index_extent, output_size)
+from ._validate import (
+    aligned_index_shape,
+    check_bounds,
+    check_out,
+    check_sorted,
+    index_extent,
+    output_size,
+)
 
 __all__ = ["Groups"]
 
@@ -58,7 +64,7 @@ class Groups:
         self.num_rows = self.length * self.fold
         id_dtype = jnp.int32
         if max(self.num_segments, self.num_rows) >= 2**31 - 1:
-            if not jax.config.jax_enable_x64:
+            if not _dtypes.x64_enabled():
                 raise ValueError(f"{op}: {self.num_segments} groups x {self.num_rows} rows need "
                                  f"64-bit ids; enable jax_enable_x64")
             id_dtype = jnp.int64
@@ -82,7 +88,7 @@ class Groups:
 
     @classmethod
     def build(cls, src: Any, index: Any, dim: Any, out: Any, dim_size: Any, *, op: str,
-              sorted_index: bool = False) -> tuple["Groups", jax.Array, Optional[jax.Array]]:
+              sorted_index: bool = False) -> tuple[Groups, jax.Array, Optional[jax.Array]]:
         """Validate the torch_scatter arguments and plan the reduction.
 
         ``sorted_index=True`` is segment_coo's contract: the index must be
@@ -139,40 +145,62 @@ class Groups:
 
     def positions(self) -> jax.Array:
         """(M,) position of each row along ``dim`` (what arg outputs report)."""
-        return jnp.repeat(jnp.arange(self.length, dtype=_dtypes.index_dtype()), self.fold,
-                          total_repeat_length=self.num_rows)
+        # an iota, not jnp.repeat: XLA's GPU compiler constant-folds repeat's E-sized
+        # scan into a literal (minutes of compile time at E = 10M)
+        return jax.lax.broadcasted_iota(_dtypes.index_dtype(), (self.length, self.fold),
+                                        0).reshape(self.num_rows)
 
-    def sum(self, x: jax.Array, out: Optional[jax.Array] = None) -> jax.Array:
+    def sum(self, x: jax.Array, out: Optional[jax.Array] = None,
+            deterministic: bool = False) -> jax.Array:
         """Per-group sum of src-shaped ``x`` (plus out-shaped ``out``), as (num_segments, *carried).
 
         Accumulated as torch does (half types in float32) and rounded once to x's dtype.
+        ``deterministic``: see :meth:`sum_rows`.
         """
-        return self.sum_rows(self.to_rows(x), None if out is None else self.to_groups(out))
+        return self.sum_rows(self.to_rows(x), None if out is None else self.to_groups(out),
+                             deterministic=deterministic)
 
     def sum_rows(self, rows: jax.Array, out_groups: Optional[jax.Array] = None,
-                 keep_accumulator: bool = False) -> jax.Array:
+                 keep_accumulator: bool = False, deterministic: bool = False) -> jax.Array:
         """:meth:`sum` of rows already in the flat layout; ``keep_accumulator``
-        skips the final rounding (the caller divides first, as segment mean does)."""
+        skips the final rounding (the caller divides first, as segment mean does).
+
+        ``deterministic=True``: the rows are first put in group order (a stable sort
+        of the ids, so rows of one group keep their order) and summed by a sorted
+        segment sum: the order of the additions is fixed by the data, not by how
+        the scatter is scheduled. A no-op when the ids are already known sorted.
+        """
         acc = _dtypes.accumulation_dtype(rows.dtype)
-        total = jax.ops.segment_sum(rows.astype(acc), self.ids, self.num_segments,
-                                    indices_are_sorted=self.indices_sorted)
+        if (deterministic and not self.indices_sorted and rows.shape[0] > 1
+                and jnp.issubdtype(rows.dtype, jnp.inexact)):  # integer sums are exact anyway
+            order = jnp.argsort(self.ids, stable=True)
+            ids = self.ids.at[order].get(unique_indices=True)
+            # a permutation: its transpose (the gradient) writes every row once
+            rows = rows.at[order].get(unique_indices=True)
+            total = jax.ops.segment_sum(rows.astype(acc), ids, self.num_segments,
+                                        indices_are_sorted=True)
+        else:
+            total = jax.ops.segment_sum(rows.astype(acc), self.ids, self.num_segments,
+                                        indices_are_sorted=self.indices_sorted)
         if out_groups is not None:
             total = out_groups.astype(acc) + total
         return total if keep_accumulator else total.astype(rows.dtype)
 
     def mean(self, x: jax.Array, out: Optional[jax.Array] = None,
-             rounding: str = "floor") -> jax.Array:
+             rounding: str = "floor", deterministic: bool = False) -> jax.Array:
         """Per-group ``(out + sum) / max(count, 1)`` as (num_segments, *carried).
 
         ``rounding`` is torch_scatter's per op: "floor" (scatter_mean: integers
         floor, the float sum is rounded to x's dtype before dividing) or
         "trunc" (segment_csr/coo: integers truncate toward zero, half sums are
-        divided in float32 and rounded once).
+        divided in float32 and rounded once). ``deterministic``: see :meth:`sum_rows`
+        (the count is an integer sum, exact in any order).
         """
         count = jnp.maximum(self.counts(), 1)
         integer = jnp.issubdtype(x.dtype, jnp.integer)
         total = self.sum_rows(self.to_rows(x), None if out is None else self.to_groups(out),
-                              keep_accumulator=not integer and rounding == "trunc")
+                              keep_accumulator=not integer and rounding == "trunc",
+                              deterministic=deterministic)
         if integer:
             divide = jnp.floor_divide if rounding == "floor" else jax.lax.div
             return divide(total, count.astype(x.dtype))

@@ -15,41 +15,52 @@ torch_scatter would leave in ``out`` is returned.
 """
 from __future__ import annotations
 
-from functools import partial
-from typing import Any, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .._checking import REDUCTIONS, check_reduce
-from ._gather import take_groups
+from . import _extreme
 from ._groups import Groups
 
 __all__ = ["scatter", "scatter_sum", "scatter_add", "scatter_mul", "scatter_mean",
-           "scatter_min", "scatter_max", "extreme", "extreme_init"]
+           "scatter_min", "scatter_max", "extreme", "extreme_values", "extreme_init"]
 
 
-def scatter_sum(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
-    """Sum of ``src`` entries per group; empty groups give 0 (``out`` + sum with ``out``)."""
+def scatter_sum(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None, *,
+                deterministic: bool = False):
+    """Sum of ``src`` entries per group; empty groups give 0 (``out`` + sum with ``out``).
+
+    ``deterministic=True`` (an addition to torch_scatter's signature) sums in an
+    order fixed by the data: the index is sorted (stably) and a sorted segment
+    sum runs over the permuted ``src``. The default adds in whatever order the
+    scatter runs in, which on a GPU varies from run to run (float sums may differ
+    in the last bits). Values agree with the default up to that rounding;
+    gradients are plain gathers either way.
+    """
     groups, src, out = Groups.build(src, index, dim, out, dim_size, op="scatter_sum")
-    return groups.from_groups(groups.sum(src, out))
+    return groups.from_groups(groups.sum(src, out, deterministic=deterministic))
 
 
-def scatter_add(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
+def scatter_add(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None, *,
+                deterministic: bool = False):
     """Alias of :func:`scatter_sum`."""
-    return scatter_sum(src, index, dim, out, dim_size)
+    return scatter_sum(src, index, dim, out, dim_size, deterministic=deterministic)
 
 
-def scatter_mean(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
+def scatter_mean(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None, *,
+                 deterministic: bool = False):
     """Mean per group; empty groups give 0 (keep ``out``); integers use floor division.
 
     With ``out``: ``(out + sum) / max(count, 1)``, as torch_scatter computes it.
     The count is exact (int32); float16/bfloat16 sums accumulate in float32
-    and divide in float32, rounding like torch.
+    and divide in float32, rounding like torch. ``deterministic``: as in
+    :func:`scatter_sum`.
     """
     groups, src, out = Groups.build(src, index, dim, out, dim_size, op="scatter_mean")
-    return groups.from_groups(groups.mean(src, out, rounding="floor"))
+    return groups.from_groups(groups.mean(src, out, rounding="floor",
+                                          deterministic=deterministic))
 
 
 def scatter_mul(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
@@ -88,16 +99,27 @@ def scatter_max(src, index, dim: int = -1, out=None, dim_size: Optional[int] = N
 
 
 def scatter(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None,
-            reduce: str = "sum"):
+            reduce: str = "sum", *, deterministic: bool = False):
     """torch_scatter.scatter: dispatch on ``reduce`` (sum|add|mul|mean|min|max).
 
     For "min"/"max" only the values are returned, as in torch_scatter.
+    ``deterministic=True``: see :func:`scatter_sum`; "min"/"max" are
+    deterministic anyway (a selection, ties to the lowest position); "mul"
+    has no deterministic path and raises.
     """
     kind = check_reduce(reduce, REDUCTIONS, op="scatter")
-    if kind in ("min", "max"):
-        return (scatter_min if kind == "min" else scatter_max)(src, index, dim, out, dim_size)[0]
-    reduction = {"sum": scatter_sum, "mul": scatter_mul, "mean": scatter_mean}[kind]
-    return reduction(src, index, dim, out, dim_size)
+    if deterministic and kind == "mul":
+        raise NotImplementedError(
+            "scatter: deterministic=True is available for reduce='sum'/'add'/'mean' (and "
+            "'min'/'max', which are order-independent), not for 'mul'")
+    if kind in ("min", "max"):  # values only: the arg is never computed in the forward
+        op = f"scatter_{kind}"
+        groups, src, out = Groups.build(src, index, dim, out, dim_size, op=op)
+        return extreme_values(groups, src, out, kind, op=op)
+    if kind == "mul":
+        return scatter_mul(src, index, dim, out, dim_size)
+    reduction = scatter_sum if kind == "sum" else scatter_mean
+    return reduction(src, index, dim, out, dim_size, deterministic=deterministic)
 
 
 # --------------------------------------------------------------------------- min / max
@@ -113,75 +135,40 @@ def _scatter_extreme(kind, src, index, dim, out, dim_size, *, op):
     return extreme(groups, src, out, kind, op=op)
 
 
+def _extreme_args(groups: Groups, src: jax.Array, out: Optional[jax.Array]) -> tuple:
+    out_groups = None if out is None else groups.to_groups(out)
+    return (groups.to_rows(src), out_groups, groups.ids, groups.num_segments, groups.length,
+            groups.fold)
+
+
 def extreme(groups: Groups, src: jax.Array, out: Optional[jax.Array], kind: str, *, op: str):
     """``(values, arg)`` of the groups planned in ``groups``: min or max (``kind``).
 
     The rules of :func:`scatter_max`; shared by scatter_min/max and the
-    segment_{min,max}_{csr,coo} ops.
+    segment_{min,max}_{csr,coo} ops (see :mod:`._extreme` for how).
     """
     _reject_complex(src, op=op)
-    rows = groups.to_rows(src)
-    out_groups = None if out is None else groups.to_groups(out)
-    args = (rows, out_groups, groups.ids, groups.positions(), groups.num_segments,
-            groups.length, kind)
+    args = _extreme_args(groups, src, out) + (kind, groups.indices_sorted)
     if jnp.issubdtype(src.dtype, jnp.floating):
-        value, arg = _extreme(*args)
+        value, arg = _extreme.pair(*args)
     else:
-        value, arg, _ = _extreme_impl(*args)
+        value, arg = _extreme.pair_impl(*args)
     return groups.from_groups(value), groups.from_groups(arg)
 
 
-def extreme_init(dtype, kind: str):
-    """torch_scatter's start value: lowest finite (max) or largest finite (min)."""
-    info = jnp.finfo(dtype) if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype)
-    return np.array(info.min if kind == "max" else info.max, dtype=dtype)
-
-
-def _extreme_impl(rows, out_groups, ids, positions, num_segments, length, kind):
-    is_max = kind == "max"
-    better = jnp.greater if is_max else jnp.less
-    if jnp.issubdtype(rows.dtype, jnp.floating):  # NaN never wins in torch_scatter (CPU)
-        clean = jnp.where(jnp.isnan(rows), -jnp.inf if is_max else jnp.inf, rows)
+def extreme_values(groups: Groups, src: jax.Array, out: Optional[jax.Array], kind: str, *,
+                   op: str) -> jax.Array:
+    """The values of :func:`extreme` without computing the arg (``scatter(reduce="max")``,
+    ``segment_*(reduce="max")``); the gradient still goes to the first winner only."""
+    _reject_complex(src, op=op)
+    rows, out_groups, ids, num_segments, length, fold = _extreme_args(groups, src, out)
+    if jnp.issubdtype(src.dtype, jnp.floating):
+        value = _extreme.values(rows, out_groups, ids, num_segments, length, fold, kind,
+                                groups.indices_sorted)
     else:
-        clean = rows
-    segment = jax.ops.segment_max if is_max else jax.ops.segment_min
-    best = segment(clean, ids, num_segments)
-    if out_groups is None:
-        init = extreme_init(rows.dtype, kind)
-        value = jnp.where(better(best, init), best, jnp.zeros_like(best))
-        gathered_threshold = init
-    else:
-        value = jnp.where(better(best, out_groups), best, out_groups)
-        gathered_threshold = take_groups(out_groups, ids, 0)
-    gathered = take_groups(value, ids, 0)
-    valid = ((ids >= 0) & (ids < num_segments)).reshape((-1,) + (1,) * (rows.ndim - 1))
-    wins = valid & (clean == gathered) & better(clean, gathered_threshold)
-    pos = positions.reshape((-1,) + (1,) * (rows.ndim - 1))
-    candidate = jnp.where(wins, pos, jnp.asarray(length, pos.dtype))
-    arg = jnp.minimum(jax.ops.segment_min(candidate, ids, num_segments), length)
-    return value, arg, wins
+        value = _extreme.values_impl(rows, out_groups, ids, num_segments, kind,
+                                     groups.indices_sorted)
+    return groups.from_groups(value)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
-def _extreme(rows, out_groups, ids, positions, num_segments, length, kind):
-    value, arg, _ = _extreme_impl(rows, out_groups, ids, positions, num_segments, length, kind)
-    return value, arg
-
-
-def _extreme_fwd(rows, out_groups, ids, positions, num_segments, length, kind):
-    value, arg, _ = _extreme_impl(rows, out_groups, ids, positions, num_segments, length, kind)
-    return (value, arg), (arg, ids, positions, out_groups is not None)
-
-
-def _extreme_bwd(num_segments, length, kind, residuals, cotangents):
-    arg, ids, positions, has_out = residuals
-    g = cotangents[0]
-    pos = positions.reshape((-1,) + (1,) * (g.ndim - 1))
-    winner = pos == take_groups(arg, ids, -1)
-    grad_rows = jnp.where(winner, take_groups(g, ids, 0),
-                          jnp.zeros((), g.dtype))
-    grad_out = jnp.where(arg == length, g, jnp.zeros((), g.dtype)) if has_out else None
-    return grad_rows, grad_out, None, None
-
-
-_extreme.defvjp(_extreme_fwd, _extreme_bwd)
+extreme_init = _extreme.extreme_init

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import jax
 import jax.numpy as jnp
 
-from .._checking import SEGMENT_REDUCTIONS, check_reduce, as_array, check_index
+from .._checking import SEGMENT_REDUCTIONS, as_array, check_index, check_reduce
 from ._gather import gather_along
 from ._groups import Groups
+from ._scatter import extreme, extreme_values
 from ._validate import check_bounds, check_leading_axes, check_out
-from ._scatter import extreme
 
 __all__ = ["segment_coo", "segment_sum_coo", "segment_add_coo", "segment_mean_coo",
            "segment_min_coo", "segment_max_coo", "gather_coo"]
@@ -76,8 +75,10 @@ def segment_coo(src, index, out=None, dim_size: Optional[int] = None, reduce: st
     """torch_scatter.segment_coo: dispatch on ``reduce`` (sum|add|mean|min|max)."""
     kind = check_reduce(reduce, SEGMENT_REDUCTIONS, op="segment_coo",
                         hints={"mul": "for a product use scatter(..., reduce='mul')"})
-    if kind in ("min", "max"):
-        return (segment_min_coo if kind == "min" else segment_max_coo)(src, index, out, dim_size)[0]
+    if kind in ("min", "max"):  # values only: the arg is never computed in the forward
+        op = f"segment_{kind}_coo"
+        groups, src, out = _plan(src, index, out, dim_size, op=op)
+        return extreme_values(groups, src, out, kind, op=op)
     return (segment_sum_coo if kind == "sum" else segment_mean_coo)(src, index, out, dim_size)
 
 

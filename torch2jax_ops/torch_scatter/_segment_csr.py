@@ -29,11 +29,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._checking import SEGMENT_REDUCTIONS, check_reduce, as_array, check_index, is_traced, static_int
+from .._checking import (
+    SEGMENT_REDUCTIONS,
+    as_array,
+    check_index,
+    check_reduce,
+    is_traced,
+    static_int,
+)
 from ._gather import csr_ids, gather_along
 from ._groups import Groups
+from ._scatter import extreme, extreme_values
 from ._validate import check_indptr, check_leading_axes, check_out
-from ._scatter import extreme
 
 __all__ = ["segment_csr", "segment_sum_csr", "segment_add_csr", "segment_mean_csr",
            "segment_min_csr", "segment_max_csr", "gather_csr"]
@@ -128,8 +135,12 @@ def segment_csr(src, indptr, out=None, reduce: str = "sum"):
     """
     kind = check_reduce(reduce, SEGMENT_REDUCTIONS, op="segment_csr",
                         hints={"mul": "for a product use scatter(..., reduce='mul')"})
-    if kind in ("min", "max"):
-        return (segment_min_csr if kind == "min" else segment_max_csr)(src, indptr, out)[0]
+    if kind in ("min", "max"):  # values only: the arg is never computed in the forward
+        op = f"segment_{kind}_csr"
+        groups, src, early = _plan(src, indptr, out, op=op)
+        if early is not None:
+            return early
+        return extreme_values(groups, src, None, kind, op=op)
     return (segment_sum_csr if kind == "sum" else segment_mean_csr)(src, indptr, out)
 
 

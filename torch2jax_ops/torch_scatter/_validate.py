@@ -19,9 +19,8 @@ from typing import Any, Optional, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
-from .._checking import as_array, is_traced
+from .._checking import as_array, debug_check, is_traced
 
 __all__ = ["aligned_index_shape", "index_extent", "output_size", "check_bounds", "check_out",
            "check_leading_axes", "check_sorted", "check_indptr"]
@@ -87,7 +86,9 @@ def output_size(index: jax.Array, index_numel: int, dim_size: Optional[int],
             f"jax.vmap): the number of groups would be index.max() + 1, a value JAX cannot "
             f"turn into a static shape. Pass dim_size=<number of groups> as a Python int "
             f"(e.g. num_nodes), or compute it outside jit")
-    return (extent or index_extent(index))[1] + 1
+    found = extent or index_extent(index)
+    assert found is not None  # concrete and non-empty here
+    return found[1] + 1
 
 
 def check_bounds(index: jax.Array, size: int, name: str = "index",
@@ -98,12 +99,14 @@ def check_bounds(index: jax.Array, size: int, name: str = "index",
     if index.size == 0:
         return
     if is_traced(index):
-        checkify.debug_check(
+        debug_check(
             jnp.all((index >= 0) & (index < size)),
             f"{op}: `{name}` has values outside [0, {size}) (min {{lo}}, max {{hi}})",
             lo=jnp.min(index), hi=jnp.max(index))
         return
-    lo, hi = extent or index_extent(index)
+    found = extent or index_extent(index)
+    assert found is not None  # concrete and non-empty here
+    lo, hi = found
     if lo < 0:
         raise IndexError(
             f"{op}: `{name}` contains negative values (min {lo}); valid range is "
@@ -161,9 +164,9 @@ def check_sorted(index: jax.Array, name: str = "index", *, op: str) -> Optional[
     """
     if is_traced(index):
         if index.shape[-1] > 1:
-            checkify.debug_check(jnp.all(index[..., 1:] >= index[..., :-1]),
-                                 f"{op}: `{name}` must be sorted (non-decreasing) along its "
-                                 f"last axis")
+            debug_check(jnp.all(index[..., 1:] >= index[..., :-1]),
+                        f"{op}: `{name}` must be sorted (non-decreasing) along its "
+                        f"last axis")
         return None
     if index.size == 0:
         return None
@@ -190,7 +193,7 @@ def check_indptr(indptr: jax.Array, length: int, name: str = "indptr", *, op: st
         return
     first, last = indptr[..., 0], indptr[..., -1]
     if is_traced(indptr):
-        checkify.debug_check(
+        debug_check(
             jnp.all(first >= 0) & jnp.all(last <= length)
             & jnp.all(indptr[..., 1:] >= indptr[..., :-1]),
             f"{op}: `{name}` must be non-decreasing with values in [0, {length}]")

@@ -5,6 +5,7 @@ namespace mirrors PyG's (``from torch_geometric.utils import softmax`` ->
 ``from torch2jax_ops.geometric.utils import softmax``).
 """
 from .._dense import to_dense_batch
+from .._laplacian import get_laplacian, get_laplacian_static
 from .._loops import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
                       remove_self_loops, remove_self_loops_static)
 from .._norm import degree
@@ -14,3 +15,32 @@ from .._softmax import softmax
 __all__ = ["scatter", "degree", "softmax", "add_self_loops", "add_remaining_self_loops",
            "add_remaining_self_loops_static", "remove_self_loops", "remove_self_loops_static",
            "to_dense_batch"]
+
+__all__ += ["get_laplacian", "get_laplacian_static"]  # propagation and spectral family
+
+from .._coalesce import (coalesce, coalesce_static, sort_edge_index,  # noqa: E402
+                         to_undirected, to_undirected_static)
+from .._dropout import (dropout_edge, dropout_edge_static, dropout_node,  # noqa: E402
+                        dropout_node_static)
+from .._negative_sampling import negative_sampling, negative_sampling_static  # noqa: E402
+from .._segment import segment  # noqa: E402
+from .._subgraph import (k_hop_subgraph, k_hop_subgraph_static, subgraph,  # noqa: E402
+                         subgraph_static)
+from .._to_dense_adj import to_dense_adj  # noqa: E402
+
+__all__ += ["segment", "sort_edge_index", "coalesce", "coalesce_static", "to_undirected",
+            "to_undirected_static", "subgraph", "subgraph_static", "k_hop_subgraph",
+            "k_hop_subgraph_static", "dropout_edge", "dropout_edge_static", "dropout_node",
+            "dropout_node_static", "negative_sampling", "negative_sampling_static",
+            "to_dense_adj"]  # edge utilities family (issue 16: utils)
+
+# Every function also works on arrays placed on a jax.sharding.Mesh (Auto and Explicit mode)
+# and takes out_sharding=: one wrapper at this boundary, one implementation (see _sharding).
+import inspect as _inspect  # noqa: E402
+
+from ..._sharding import sharding_aware as _sharding_aware  # noqa: E402
+
+for _name in __all__:
+    if _inspect.isfunction(globals()[_name]):
+        globals()[_name] = _sharding_aware(globals()[_name])
+del _name
