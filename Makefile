@@ -37,14 +37,19 @@ parity: setup
 # pytest-xdist: one worker per core (the suite is CPU-bound; two workers on the 2-core CI
 # machine). XDIST= runs it in one process.
 XDIST ?= -n auto
+# The suite compiles thousands of small XLA programs and runs each once: XLA:CPU's backend
+# optimisation costs more than it saves there (about a third of the suite's time). Tests only;
+# benchmarks keep JAX's defaults. TEST_XLA= runs the tests with the defaults too.
+TEST_XLA ?= --xla_backend_optimization_level=0
+TEST_ENV = XLA_FLAGS="$(TEST_XLA) $$XLA_FLAGS"
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) tests parity_tests
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) tests parity_tests
 
 # The fast tier while editing: unit tests, one parity case per op and dtype family, and the
 # behaviour tests not marked slow (parity_tests/tiers.py). `make test` stays the full suite.
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "not slow" tests parity_tests
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "not slow" tests parity_tests
 
 # ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and mypy on the package
 lint: setup

@@ -206,7 +206,7 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
     return place(array, device, copy=copy, op="to_jax")
 
 
-def to_torch(array: Any, *, copy: Optional[bool] = None):
+def to_torch(array: Any, *, copy: Optional[bool] = None) -> Any:  # a torch.Tensor
     """A JAX array as a torch tensor of the same shape and dtype, sharing its memory.
 
     Args:

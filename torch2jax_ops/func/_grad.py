@@ -68,7 +68,7 @@ def _grad_and_value(func: Callable, argnums: Argnums, has_aux: bool, *, op: str)
     return run
 
 
-def vjp(func: Callable, *primals: Any, has_aux: bool = False):
+def vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """``torch.func.vjp``: ``(output, vjp_fn)`` or ``(output, vjp_fn, aux)``.
 
     ``vjp_fn(cotangents)`` returns a tuple with one gradient per primal; the
@@ -101,7 +101,7 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False):
 
 
 def jvp(func: Callable, primals: Any, tangents: Any, *, strict: bool = False,
-        has_aux: bool = False):
+        has_aux: bool = False) -> tuple[Any, ...]:
     """``torch.func.jvp``: ``(output, jvp_out)`` or ``(output, jvp_out, aux)``.
 
     ``primals`` and ``tangents`` are tuples of the same structure (as torch
@@ -131,7 +131,7 @@ def jvp(func: Callable, primals: Any, tangents: Any, *, strict: bool = False,
     return jax.jvp(func, primals, tangents, has_aux=has_aux)
 
 
-def linearize(func: Callable, *primals: Any):
+def linearize(func: Callable, *primals: Any) -> tuple[Any, Callable[..., Any]]:
     """``torch.func.linearize``: ``(output, jvp_fn)``, ``jvp_fn(*tangents)`` = J @ tangents.
 
     Linearizes once, so repeated ``jvp_fn`` calls do not re-run ``func``.

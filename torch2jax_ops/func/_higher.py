@@ -27,7 +27,8 @@ def _concrete_int(x: Any) -> Optional[int]:
         return int(arr)
 
 
-def nth_grad(func: Callable, order: Any, *args: Any, argnum: int = 0, max_order: int = 8):
+def nth_grad(func: Callable, order: Any, *args: Any, argnum: int = 0,
+             max_order: int = 8) -> jax.Array:
     """The ``order``-th derivative of a scalar function of a scalar, at ``args``.
 
     ``func(*args)`` returns a scalar; the derivative is taken w.r.t. the

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from typing import Optional
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._checking import as_array, debug_check, is_traced, static_int
 from ._edges import check_ids, node_count
@@ -12,8 +14,9 @@ from ._edges import check_ids, node_count
 __all__ = ["to_dense_batch"]
 
 
-def to_dense_batch(x, batch=None, fill_value: float = 0.0, max_num_nodes: Optional[int] = None,
-                   batch_size: Optional[int] = None):
+def to_dense_batch(x: ArrayLike, batch: Optional[ArrayLike] = None, fill_value: float = 0.0,
+                   max_num_nodes: Optional[int] = None,
+                   batch_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
     """PyG's ``to_dense_batch``: ``x [N, *F]`` -> ``(out [B, Nmax, *F], mask [B, Nmax])``.
 
     ``batch`` must be sorted (nodes of a graph are contiguous, as in every PyG

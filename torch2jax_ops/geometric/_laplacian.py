@@ -21,6 +21,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._checking import as_array
 from ._edges import aggregate, edge_array, gather, node_count
@@ -71,7 +72,8 @@ def _laplacian(edge_index: jax.Array, edge_weight: jax.Array, normalization: Opt
     return index, jnp.concatenate([off, diag.astype(off.dtype)])
 
 
-def get_laplacian_static(edge_index, edge_weight=None, normalization: Optional[str] = None,
+def get_laplacian_static(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None,
+                         normalization: Optional[str] = None,
                          dtype: Any = None, *, num_nodes: int) -> tuple[jax.Array, jax.Array]:
     """:func:`get_laplacian` with a static shape, for ``jax.jit``: ``E + N`` entries.
 
@@ -98,7 +100,8 @@ def get_laplacian_static(edge_index, edge_weight=None, normalization: Optional[s
     return _laplacian(route_self_loops(edge_index, n), edge_weight, normalization, n)
 
 
-def get_laplacian(edge_index, edge_weight=None, normalization: Optional[str] = None,
+def get_laplacian(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None,
+                  normalization: Optional[str] = None,
                   dtype: Any = None, num_nodes: Optional[int] = None
                   ) -> tuple[jax.Array, jax.Array]:
     """PyG's ``get_laplacian``: the Laplacian of ``edge_index`` as ``(edge_index, edge_weight)``.

@@ -14,6 +14,7 @@ from typing import Any, Optional, Union
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._checking import REDUCTIONS, as_array, check_reduce, is_traced
 from ._edges import aggregate, edge_array, node_count
@@ -54,13 +55,14 @@ def loop_attributes(edge_attr: jax.Array, fill_value: FillValue, col: jax.Array,
     return jnp.broadcast_to(value, shape)
 
 
-def _loops(num_nodes: int, dtype) -> jax.Array:
+def _loops(num_nodes: int, dtype: Any) -> jax.Array:
     loop = jnp.arange(num_nodes, dtype=dtype)
     return jnp.stack([loop, loop])
 
 
-def add_self_loops(edge_index, edge_attr=None, fill_value: FillValue = None,
-                   num_nodes: Optional[int] = None):
+def add_self_loops(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = None,
+                   fill_value: FillValue = None,
+                   num_nodes: Optional[int] = None) -> tuple[jax.Array, Optional[jax.Array]]:
     """PyG's ``add_self_loops``: append one loop ``(i, i)`` per node, existing loops or not.
 
     Args:
@@ -83,7 +85,8 @@ def add_self_loops(edge_index, edge_attr=None, fill_value: FillValue = None,
 
 
 def append_self_loops(edge_index: jax.Array, edge_attr: Optional[jax.Array],
-                      fill_value: FillValue, num_nodes: int, *, op: str = "add_self_loops"):
+                      fill_value: FillValue, num_nodes: int, *,
+                      op: str = "add_self_loops") -> tuple[jax.Array, Optional[jax.Array]]:
     """:func:`add_self_loops` on checked arguments (ids may exceed ``num_nodes``: dropped)."""
     out_index = jnp.concatenate([edge_index, _loops(num_nodes, edge_index.dtype)], axis=1)
     if edge_attr is None:
@@ -98,7 +101,8 @@ def route_self_loops(edge_index: jax.Array, num_nodes: int) -> jax.Array:
     return jnp.where(loop[None, :], jnp.asarray(num_nodes, edge_index.dtype), edge_index)
 
 
-def remove_self_loops_static(edge_index, edge_attr=None, *, num_nodes: int):
+def remove_self_loops_static(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = None, *,
+                             num_nodes: int) -> tuple[jax.Array, Optional[jax.Array]]:
     """:func:`remove_self_loops` with a static shape: loops go to the dropped slot.
 
     Returns ``(edge_index [2, E], edge_attr)`` where every loop ``(i, i)`` is now
@@ -121,7 +125,8 @@ def _concrete(edge_index: jax.Array, static: str, *, op: str) -> None:
             f"op ignores")
 
 
-def remove_self_loops(edge_index, edge_attr=None):
+def remove_self_loops(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = None
+                      ) -> tuple[jax.Array, Optional[jax.Array]]:
     """PyG's ``remove_self_loops``: the edges ``(i, j)`` with ``i != j``, in order.
 
     Needs a concrete ``edge_index`` (the output size depends on it); under jit
@@ -135,8 +140,10 @@ def remove_self_loops(edge_index, edge_attr=None):
     return edge_index[:, keep], None if edge_attr is None else edge_attr[keep]
 
 
-def add_remaining_self_loops_static(edge_index, edge_attr=None, fill_value: FillValue = None,
-                                    *, num_nodes: int):
+def add_remaining_self_loops_static(edge_index: ArrayLike,
+                                    edge_attr: Optional[ArrayLike] = None,
+                                    fill_value: FillValue = None, *,
+                                    num_nodes: int) -> tuple[jax.Array, Optional[jax.Array]]:
     """:func:`add_remaining_self_loops` with a static shape (``E + N`` edge slots).
 
     Existing loops move to the dropped slot; the appended loop of node ``i``
@@ -166,8 +173,9 @@ def add_remaining_self_loops_static(edge_index, edge_attr=None, fill_value: Fill
     return out_index, jnp.concatenate([edge_attr, loop_attr], axis=0)
 
 
-def add_remaining_self_loops(edge_index, edge_attr=None, fill_value: FillValue = None,
-                             num_nodes: Optional[int] = None):
+def add_remaining_self_loops(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = None,
+                             fill_value: FillValue = None, num_nodes: Optional[int] = None
+                             ) -> tuple[jax.Array, Optional[jax.Array]]:
     """PyG's ``add_remaining_self_loops``: drop existing loops, append one loop per node.
 
     Returns ``(edge_index [2, E' + N], edge_attr)``: the non-loop edges in order,

@@ -5,6 +5,7 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._checking import as_array
 from ._edges import aggregate, check_ids, edge_array, gather, node_count
@@ -13,7 +14,7 @@ from ._loops import add_remaining_self_loops, add_remaining_self_loops_static
 __all__ = ["degree", "gcn_norm", "gcn_norm_static"]
 
 
-def degree(index, num_nodes: Optional[int] = None, dtype: Any = None) -> jax.Array:
+def degree(index: ArrayLike, num_nodes: Optional[int] = None, dtype: Any = None) -> jax.Array:
     """PyG's ``degree``: how often each node id occurs in ``index`` (``[E]`` -> ``[N]``).
 
     ``dtype`` defaults to float32, as in PyG. ``num_nodes`` is needed under jit
@@ -36,7 +37,8 @@ def _inverse_sqrt(deg: jax.Array) -> jax.Array:
     return jnp.where(zero, jnp.zeros((), deg.dtype), jnp.where(zero, 1, deg) ** -0.5)
 
 
-def _normalise(edge_index, edge_weight, n, flow, dtype):
+def _normalise(edge_index: jax.Array, edge_weight: Optional[jax.Array], n: int, flow: str,
+               dtype: Any) -> tuple[jax.Array, jax.Array]:
     if edge_weight is None:
         edge_weight = jnp.ones((edge_index.shape[1],), dtype or jnp.float32)
     row, col = edge_index[0], edge_index[1]
@@ -45,7 +47,8 @@ def _normalise(edge_index, edge_weight, n, flow, dtype):
     return edge_index, gather(dinv, row) * edge_weight * gather(dinv, col)
 
 
-def _arguments(edge_index, edge_weight, num_nodes, flow, *, op):
+def _arguments(edge_index: Any, edge_weight: Any, num_nodes: Optional[int], flow: str, *,
+               op: str) -> tuple[jax.Array, Optional[jax.Array], int]:
     if flow not in ("source_to_target", "target_to_source"):
         raise ValueError(f"{op}: `flow` must be 'source_to_target' or 'target_to_source', "
                          f"got {flow!r}")
@@ -60,9 +63,10 @@ def _arguments(edge_index, edge_weight, num_nodes, flow, *, op):
     return edge_index, edge_weight, n
 
 
-def gcn_norm(edge_index, edge_weight=None, num_nodes: Optional[int] = None,
-             improved: bool = False, add_self_loops: bool = True,
-             flow: str = "source_to_target", dtype: Any = None):
+def gcn_norm(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None,
+             num_nodes: Optional[int] = None, improved: bool = False,
+             add_self_loops: bool = True, flow: str = "source_to_target",
+             dtype: Any = None) -> tuple[jax.Array, jax.Array]:
     """PyG's ``gcn_norm``: ``w_ij = deg_i^-1/2 * w_ij * deg_j^-1/2`` over in-degrees.
 
     With ``add_self_loops`` it first calls :func:`add_remaining_self_loops`
@@ -80,9 +84,10 @@ def gcn_norm(edge_index, edge_weight=None, num_nodes: Optional[int] = None,
     return _normalise(edge_index, edge_weight, n, flow, dtype)
 
 
-def gcn_norm_static(edge_index, edge_weight=None, *, num_nodes: int, improved: bool = False,
-                    add_self_loops: bool = True, flow: str = "source_to_target",
-                    dtype: Any = None):
+def gcn_norm_static(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None, *,
+                    num_nodes: int, improved: bool = False, add_self_loops: bool = True,
+                    flow: str = "source_to_target",
+                    dtype: Any = None) -> tuple[jax.Array, jax.Array]:
     """:func:`gcn_norm` with a static shape, for jit: ``E + N`` edge slots with self-loops.
 
     Existing loops sit in the dropped slot (id ``num_nodes``, weight 0); the

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._checking import as_array, is_traced, static_int
 from ._edges import edge_array
@@ -122,8 +123,10 @@ def label_level(rows: Optional[int], num_nodes: int, num_graphs: int, level: Opt
                      f"shapes are not (keep such labels in `extras`)")
 
 
-def pad_graph(x, edge_index, *, num_nodes: int, num_edges: int, edge_attr=None, batch=None,
-              num_graphs: Optional[int] = None, y=None, y_level: Optional[str] = None,
+def pad_graph(x: ArrayLike, edge_index: ArrayLike, *, num_nodes: int, num_edges: int,
+              edge_attr: Optional[ArrayLike] = None, batch: Optional[ArrayLike] = None,
+              num_graphs: Optional[int] = None, y: Optional[ArrayLike] = None,
+              y_level: Optional[str] = None,
               num_seeds: Optional[int] = None) -> PaddedGraph:
     """Pad one graph or a mini-batch to exactly ``num_nodes`` nodes and ``num_edges`` edges.
 
@@ -335,7 +338,9 @@ class BucketLadder:
             f"ladder for larger batches")
 
 
-def pad_to_bucket(ladder: BucketLadder, x, edge_index, *, edge_attr=None, batch=None) -> PaddedGraph:
+def pad_to_bucket(ladder: BucketLadder, x: ArrayLike, edge_index: ArrayLike, *,
+                  edge_attr: Optional[ArrayLike] = None,
+                  batch: Optional[ArrayLike] = None) -> PaddedGraph:
     """:func:`pad_graph` to the lowest level of ``ladder`` that fits this batch."""
     x = as_array(x, "x", op="pad_to_bucket")
     edge_index = edge_array(edge_index, op="pad_to_bucket")

@@ -1,10 +1,11 @@
 """Graph-level readout: ``global_add_pool``, ``global_mean_pool``, ``global_max_pool``."""
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._checking import as_array
 from ._edges import aggregate, check_ids, node_count
@@ -12,7 +13,7 @@ from ._edges import aggregate, check_ids, node_count
 __all__ = ["global_add_pool", "global_mean_pool", "global_max_pool"]
 
 
-def _pool(reduce: str, x, batch, size, *, op: str):
+def _pool(reduce: str, x: Any, batch: Any, size: Optional[int], *, op: str) -> jax.Array:
     x = as_array(x, "x", op=op)
     if x.ndim == 0:
         raise ValueError(f"{op}: `x` must have at least one dimension (nodes), got a 0-d array")
@@ -33,7 +34,8 @@ def _pool(reduce: str, x, batch, size, *, op: str):
     return jnp.moveaxis(out, 0, axis)
 
 
-def global_add_pool(x, batch=None, size: Optional[int] = None):
+def global_add_pool(x: ArrayLike, batch: Optional[ArrayLike] = None,
+                    size: Optional[int] = None) -> jax.Array:
     """Per-graph sum of node features: ``x [N, F]``, ``batch [N]`` -> ``[B, F]``.
 
     ``batch=None`` sums all nodes into ``[1, F]``. ``size`` (the number of graphs
@@ -42,11 +44,13 @@ def global_add_pool(x, batch=None, size: Optional[int] = None):
     return _pool("sum", x, batch, size, op="global_add_pool")
 
 
-def global_mean_pool(x, batch=None, size: Optional[int] = None):
+def global_mean_pool(x: ArrayLike, batch: Optional[ArrayLike] = None,
+                     size: Optional[int] = None) -> jax.Array:
     """Per-graph mean of node features (empty graphs give 0); see :func:`global_add_pool`."""
     return _pool("mean", x, batch, size, op="global_mean_pool")
 
 
-def global_max_pool(x, batch=None, size: Optional[int] = None):
+def global_max_pool(x: ArrayLike, batch: Optional[ArrayLike] = None,
+                    size: Optional[int] = None) -> jax.Array:
     """Per-graph max of node features (empty graphs give 0); see :func:`global_add_pool`."""
     return _pool("max", x, batch, size, op="global_max_pool")

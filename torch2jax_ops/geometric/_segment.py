@@ -7,10 +7,12 @@ With torch_scatter installed (the common case, and the oracle here) PyG calls
 """
 from __future__ import annotations
 
+from typing import cast
+
 import jax
 from jax.typing import ArrayLike
 
-from .._checking import SEGMENT_REDUCTIONS, as_array, check_index, check_reduce
+from .._checking import SEGMENT_REDUCTIONS, Reduction, as_array, check_index, check_reduce
 from ..torch_scatter import segment_csr
 
 __all__ = ["segment"]
@@ -34,10 +36,10 @@ def segment(src: ArrayLike, ptr: ArrayLike, reduce: str = "sum") -> jax.Array:
     src = as_array(src, "src", op=op)
     ptr = as_array(ptr, "ptr", op=op)
     check_index(ptr, "ptr", op=op)
-    reduce = check_reduce(reduce, SEGMENT_REDUCTIONS, op=op,
-                          hints={"mul": "segment has no product; use scatter(..., "
-                                        "reduce='mul')"})
+    kind = check_reduce(reduce, SEGMENT_REDUCTIONS, op=op,
+                        hints={"mul": "segment has no product; use scatter(..., "
+                                      "reduce='mul')"})
     if src.ndim < ptr.ndim:
         raise ValueError(f"{op}: `src` ({src.ndim}-D) must have at least as many dimensions "
                          f"as `ptr` ({ptr.ndim}-D)")
-    return segment_csr(src, ptr, reduce=reduce)
+    return segment_csr(src, ptr, reduce=cast(Reduction, kind))  # a checked name

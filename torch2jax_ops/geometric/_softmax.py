@@ -6,6 +6,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .. import _dtypes
 from .._checking import as_array, is_traced, normalize_dim
@@ -15,7 +16,8 @@ from ._edges import check_ids, gather, node_count, valid
 __all__ = ["softmax", "segment_softmax", "softmax_aggregate"]
 
 
-def softmax(src, index=None, ptr=None, num_nodes: Optional[int] = None, dim: int = 0):
+def softmax(src: ArrayLike, index: Optional[ArrayLike] = None, ptr: Optional[ArrayLike] = None,
+            num_nodes: Optional[int] = None, dim: int = 0) -> jax.Array:
     """``softmax(src, index, ptr=None, num_nodes=None, dim=0)`` as in PyG.
 
     Groups ``src`` along ``dim`` by ``index`` (``[src.shape[dim]]``, ids in

@@ -341,7 +341,16 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
         call_args = _replace(jax_args, "", {p: v for (p, _), v in zip(wrt, diff)})
         return jax_fn(*call_args, **jax_kwargs)
 
-    jax_out = run_jax(*wrt_values)
+    pullback = None
+    if wrt:
+        try:
+            # one trace for the values and the gradients: the outputs are jax.vjp's primal
+            # outputs (a jitted port compiles its forward once, not once more for the VJP)
+            jax_out, pullback = jax.vjp(run_jax, *wrt_values)
+        except TypeError:  # e.g. a non-array output: the plain call below names it
+            pullback = None
+    if pullback is None:
+        jax_out = run_jax(*wrt_values)
     jax_leaves = jax.tree_util.tree_flatten_with_path(jax_out)[0]
     jax_flat = [leaf for _, leaf in jax_leaves]
     for path, leaf in jax_leaves:
@@ -364,7 +373,7 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
             r.message += "; gradients not compared"
     elif wrt:
         results += _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves,
-                                  seed, rtol, atol, torch, normwise)
+                                  seed, rtol, atol, torch, normwise, pullback)
     return ParityResult(label, results)
 
 
@@ -386,7 +395,7 @@ def _check_inputs(label: str, args: tuple, kwargs: dict) -> None:
 
 
 def _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves, seed, rtol, atol,
-                   torch, normwise=False):
+                   torch, normwise=False, pullback=None):
     rng = np.random.default_rng(seed)
     float_outs = [i for i, (_, t) in enumerate(torch_flat) if t.is_floating_point()]
     cotangents = [rng.standard_normal(tuple(torch_flat[i][1].shape)) for i in float_outs]
@@ -408,8 +417,17 @@ def _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves, seed, 
         flat = _flatten_jax(run_jax(*diff))
         return [flat[i] for i in float_outs]
 
-    outs, vjp = jax.vjp(float_outputs, *wrt_values)
-    jax_grads = vjp([jnp.asarray(c, dtype=o.dtype) for o, c in zip(outs, cotangents)])
+    if pullback is not None:  # the forward's own VJP: every output gets a cotangent
+        flat, treedef = jax.tree_util.tree_flatten(jax_out)
+        cot = [jnp.zeros(np.shape(a), a.dtype) if jnp.issubdtype(a.dtype, jnp.inexact)
+               else np.zeros(np.shape(a), jax.dtypes.float0) for a in flat]
+        for i, c in zip(float_outs, cotangents):
+            if jnp.issubdtype(flat[i].dtype, jnp.inexact):
+                cot[i] = jnp.asarray(c, dtype=flat[i].dtype)
+        jax_grads = pullback(jax.tree_util.tree_unflatten(treedef, cot))
+    else:
+        outs, vjp = jax.vjp(float_outputs, *wrt_values)
+        jax_grads = vjp([jnp.asarray(c, dtype=o.dtype) for o, c in zip(outs, cotangents)])
     return [compare_arrays(tg, jg, f"grad{p}", "grad", rtol, atol, normwise)
             for (p, _), tg, jg in zip(wrt, torch_grads, jax_grads)]
 

@@ -41,6 +41,7 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .. import _dtypes
 from ._gather import take_groups
@@ -49,7 +50,9 @@ from ._groups import Groups
 __all__ = ["scatter_std", "scatter_logsumexp", "scatter_softmax", "scatter_log_softmax"]
 
 
-def _float_groups(src, index, dim, out, dim_size, *, op):
+def _float_groups(src: ArrayLike, index: ArrayLike, dim: int, out: Optional[ArrayLike],
+                  dim_size: Optional[int], *,
+                  op: str) -> tuple[Groups, jax.Array, Optional[jax.Array]]:
     groups, src, out = Groups.build(src, index, dim, out, dim_size, op=op)
     if not jnp.issubdtype(src.dtype, jnp.floating):
         raise ValueError(f"`{op}` can only be computed over arrays with floating point data "
@@ -81,7 +84,8 @@ def _shift(groups: Groups, rows: jax.Array) -> tuple[jax.Array, jax.Array]:
     return best, rows - take_groups(best, groups.ids, 0)
 
 
-def scatter_softmax(src, index, dim: int = -1, dim_size: Optional[int] = None):
+def scatter_softmax(src: ArrayLike, index: ArrayLike, dim: int = -1,
+                    dim_size: Optional[int] = None) -> jax.Array:
     """Softmax of ``src`` within each group: ``exp(x - max) / sum(exp(x - max))``.
 
     Output has src's shape; a group that is all -inf gives NaN (0 / 0), NaN or
@@ -94,8 +98,8 @@ def scatter_softmax(src, index, dim: int = -1, dim_size: Optional[int] = None):
     return groups.from_rows(exp / take_groups(total, groups.ids, jnp.inf)).astype(src.dtype)
 
 
-def scatter_log_softmax(src, index, dim: int = -1, eps: float = 1e-12,
-                        dim_size: Optional[int] = None):
+def scatter_log_softmax(src: ArrayLike, index: ArrayLike, dim: int = -1, eps: float = 1e-12,
+                        dim_size: Optional[int] = None) -> jax.Array:
     """Log-softmax within each group: ``(x - max) - log(sum(exp(x - max)) + eps)``.
 
     Note the order of the arguments: ``eps`` comes before ``dim_size``.
@@ -106,8 +110,9 @@ def scatter_log_softmax(src, index, dim: int = -1, eps: float = 1e-12,
     return groups.from_rows(shifted - take_groups(log_total, groups.ids, jnp.inf)).astype(src.dtype)
 
 
-def scatter_logsumexp(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None,
-                      eps: float = 1e-12):
+def scatter_logsumexp(src: ArrayLike, index: ArrayLike, dim: int = -1,
+                      out: Optional[ArrayLike] = None, dim_size: Optional[int] = None,
+                      eps: float = 1e-12) -> jax.Array:
     """``log(sum(exp(x)) + eps)`` per group, computed stably around the group max.
 
     Empty and all -inf groups give 0; NaN elements are dropped; a +inf element
@@ -141,8 +146,9 @@ def _no_nan(x: jax.Array) -> jax.Array:
     return jnp.where(jnp.isnan(x), -jnp.inf, x)
 
 
-def scatter_std(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None,
-                unbiased: bool = True):
+def scatter_std(src: ArrayLike, index: ArrayLike, dim: int = -1,
+                out: Optional[ArrayLike] = None,
+                dim_size: Optional[int] = None, unbiased: bool = True) -> jax.Array:
     """Standard deviation per group: ``sqrt(SSD / (max(n - 1, 1) + 1e-6))``.
 
     ``unbiased=False`` divides by ``max(n, 1) + 1e-6``. Empty and one-element

@@ -19,8 +19,9 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
-from .._checking import REDUCTIONS, check_reduce
+from .._checking import REDUCTIONS, Reduction, check_reduce
 from . import _extreme
 from ._groups import Groups
 
@@ -28,8 +29,8 @@ __all__ = ["scatter", "scatter_sum", "scatter_add", "scatter_mul", "scatter_mean
            "scatter_min", "scatter_max", "extreme", "extreme_values", "extreme_init"]
 
 
-def scatter_sum(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None, *,
-                deterministic: bool = False):
+def scatter_sum(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
+                dim_size: Optional[int] = None, *, deterministic: bool = False) -> jax.Array:
     """Sum of ``src`` entries per group; empty groups give 0 (``out`` + sum with ``out``).
 
     ``deterministic=True`` (an addition to torch_scatter's signature) sums in an
@@ -43,14 +44,14 @@ def scatter_sum(src, index, dim: int = -1, out=None, dim_size: Optional[int] = N
     return groups.from_groups(groups.sum(src, out, deterministic=deterministic))
 
 
-def scatter_add(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None, *,
-                deterministic: bool = False):
+def scatter_add(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
+                dim_size: Optional[int] = None, *, deterministic: bool = False) -> jax.Array:
     """Alias of :func:`scatter_sum`."""
     return scatter_sum(src, index, dim, out, dim_size, deterministic=deterministic)
 
 
-def scatter_mean(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None, *,
-                 deterministic: bool = False):
+def scatter_mean(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
+                 dim_size: Optional[int] = None, *, deterministic: bool = False) -> jax.Array:
     """Mean per group; empty groups give 0 (keep ``out``); integers use floor division.
 
     With ``out``: ``(out + sum) / max(count, 1)``, as torch_scatter computes it.
@@ -63,7 +64,8 @@ def scatter_mean(src, index, dim: int = -1, out=None, dim_size: Optional[int] = 
                                           deterministic=deterministic))
 
 
-def scatter_mul(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
+def scatter_mul(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
+                dim_size: Optional[int] = None) -> jax.Array:
     """Product per group; empty groups give 1 (``out`` * product with ``out``).
 
     The gradient is the product of the other elements of the group, also when
@@ -74,12 +76,14 @@ def scatter_mul(src, index, dim: int = -1, out=None, dim_size: Optional[int] = N
     return groups.from_groups(groups.prod(src, out))
 
 
-def scatter_min(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
+def scatter_min(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
+                dim_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
     """``(min, argmin)`` per group; see :func:`scatter_max` for the rules."""
     return _scatter_extreme("min", src, index, dim, out, dim_size, op="scatter_min")
 
 
-def scatter_max(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None):
+def scatter_max(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
+                dim_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
     """``(max, argmax)`` per group, with torch_scatter's CPU rules.
 
     * argmax is the position along ``dim`` of the first maximal element;
@@ -98,8 +102,9 @@ def scatter_max(src, index, dim: int = -1, out=None, dim_size: Optional[int] = N
     return _scatter_extreme("max", src, index, dim, out, dim_size, op="scatter_max")
 
 
-def scatter(src, index, dim: int = -1, out=None, dim_size: Optional[int] = None,
-            reduce: str = "sum", *, deterministic: bool = False):
+def scatter(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
+            dim_size: Optional[int] = None, reduce: Reduction = "sum", *,
+            deterministic: bool = False) -> jax.Array:
     """torch_scatter.scatter: dispatch on ``reduce`` (sum|add|mul|mean|min|max).
 
     For "min"/"max" only the values are returned, as in torch_scatter.
@@ -130,7 +135,9 @@ def _reject_complex(src: jax.Array, *, op: str) -> None:
                         f"(complex numbers have no order / torch_scatter has no kernel)")
 
 
-def _scatter_extreme(kind, src, index, dim, out, dim_size, *, op):
+def _scatter_extreme(kind: str, src: ArrayLike, index: ArrayLike, dim: int,
+                     out: Optional[ArrayLike], dim_size: Optional[int], *,
+                     op: str) -> tuple[jax.Array, jax.Array]:
     groups, src, out = Groups.build(src, index, dim, out, dim_size, op=op)
     return extreme(groups, src, out, kind, op=op)
 
@@ -141,7 +148,8 @@ def _extreme_args(groups: Groups, src: jax.Array, out: Optional[jax.Array]) -> t
             groups.fold)
 
 
-def extreme(groups: Groups, src: jax.Array, out: Optional[jax.Array], kind: str, *, op: str):
+def extreme(groups: Groups, src: jax.Array, out: Optional[jax.Array], kind: str, *,
+            op: str) -> tuple[jax.Array, jax.Array]:
     """``(values, arg)`` of the groups planned in ``groups``: min or max (``kind``).
 
     The rules of :func:`scatter_max`; shared by scatter_min/max and the

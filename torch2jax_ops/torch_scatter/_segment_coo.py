@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
-from .._checking import SEGMENT_REDUCTIONS, as_array, check_index, check_reduce
+from .._checking import SEGMENT_REDUCTIONS, Reduction, as_array, check_index, check_reduce
 from ._gather import gather_along
 from ._groups import Groups
 from ._scatter import extreme, extreme_values
@@ -35,43 +37,50 @@ __all__ = ["segment_coo", "segment_sum_coo", "segment_add_coo", "segment_mean_co
            "segment_min_coo", "segment_max_coo", "gather_coo"]
 
 
-def _plan(src: Any, index: Any, out: Any, dim_size: Any, *, op: str):
+def _plan(src: Any, index: Any, out: Any, dim_size: Any, *,
+          op: str) -> tuple[Groups, jax.Array, Optional[jax.Array]]:
     index = as_array(index, "index", op=op)
     if index.ndim == 0:  # Groups.build checks the rest (the scatter family's rules)
         raise ValueError(f"{op}: `index` must have at least one dimension, got a 0-d array")
     return Groups.build(src, index, index.ndim - 1, out, dim_size, sorted_index=True, op=op)
 
 
-def segment_sum_coo(src, index, out=None, dim_size: Optional[int] = None):
+def segment_sum_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
+                    dim_size: Optional[int] = None) -> jax.Array:
     """Sum per (sorted) group; empty groups give 0 (``out`` + sum with ``out``)."""
     groups, src, out = _plan(src, index, out, dim_size, op="segment_sum_coo")
     return groups.from_groups(groups.sum(src, out))
 
 
-def segment_add_coo(src, index, out=None, dim_size: Optional[int] = None):
+def segment_add_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
+                    dim_size: Optional[int] = None) -> jax.Array:
     """Alias of :func:`segment_sum_coo`."""
     return segment_sum_coo(src, index, out, dim_size)
 
 
-def segment_mean_coo(src, index, out=None, dim_size: Optional[int] = None):
+def segment_mean_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
+                     dim_size: Optional[int] = None) -> jax.Array:
     """Mean per group, ``(out + sum) / max(count, 1)``; integers truncate toward zero."""
     groups, src, out = _plan(src, index, out, dim_size, op="segment_mean_coo")
     return groups.from_groups(groups.mean(src, out, rounding="trunc"))
 
 
-def segment_min_coo(src, index, out=None, dim_size: Optional[int] = None):
+def segment_min_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
+                    dim_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
     """``(min, argmin)`` per group, with :func:`torch2jax_ops.scatter_min`'s rules."""
     groups, src, out = _plan(src, index, out, dim_size, op="segment_min_coo")
     return extreme(groups, src, out, "min", op="segment_min_coo")
 
 
-def segment_max_coo(src, index, out=None, dim_size: Optional[int] = None):
+def segment_max_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
+                    dim_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
     """``(max, argmax)`` per group, with :func:`torch2jax_ops.scatter_max`'s rules."""
     groups, src, out = _plan(src, index, out, dim_size, op="segment_max_coo")
     return extreme(groups, src, out, "max", op="segment_max_coo")
 
 
-def segment_coo(src, index, out=None, dim_size: Optional[int] = None, reduce: str = "sum"):
+def segment_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
+                dim_size: Optional[int] = None, reduce: Reduction = "sum") -> jax.Array:
     """torch_scatter.segment_coo: dispatch on ``reduce`` (sum|add|mean|min|max)."""
     kind = check_reduce(reduce, SEGMENT_REDUCTIONS, op="segment_coo",
                         hints={"mul": "for a product use scatter(..., reduce='mul')"})
@@ -82,7 +91,8 @@ def segment_coo(src, index, out=None, dim_size: Optional[int] = None, reduce: st
     return (segment_sum_coo if kind == "sum" else segment_mean_coo)(src, index, out, dim_size)
 
 
-def gather_coo(src, index, out=None):
+def gather_coo(src: ArrayLike, index: ArrayLike,
+               out: Optional[ArrayLike] = None) -> jax.Array:
     """``out[..., e, ...] = src[..., index[..., e], ...]`` along ``index.ndim - 1``.
 
     ``src`` [*B, N, *F], ``index`` [*B, E] -> [*B, E, *F]. An index outside

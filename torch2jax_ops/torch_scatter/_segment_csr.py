@@ -27,10 +27,12 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .. import _dtypes
 from .._checking import (
     SEGMENT_REDUCTIONS,
+    Reduction,
     as_array,
     check_index,
     check_reduce,
@@ -64,7 +66,8 @@ def _arrays(src: Any, indptr: Any, *, op: str) -> tuple[jax.Array, jax.Array, in
     return src, indptr, dim
 
 
-def _plan(src: Any, indptr: Any, out: Any, *, op: str):
+def _plan(src: Any, indptr: Any, out: Any, *,
+          op: str) -> tuple[Optional[Groups], jax.Array, Optional[jax.Array]]:
     """(groups, src, out, early) for a reduction; ``early`` is the result when src is empty."""
     src, indptr, dim = _arrays(src, indptr, op=op)
     if indptr.shape[-1] == 0:  # empty src (checked): torch_scatter returns it as it is
@@ -84,29 +87,40 @@ def _plan(src: Any, indptr: Any, out: Any, *, op: str):
     return groups, src, early
 
 
-def segment_sum_csr(src, indptr, out=None):
+def segment_sum_csr(src: ArrayLike, indptr: ArrayLike,
+                    out: Optional[ArrayLike] = None) -> jax.Array:
     """Sum of each segment ``src[..., indptr[i]:indptr[i + 1], ...]``; empty segments give 0."""
     groups, src, early = _plan(src, indptr, out, op="segment_sum_csr")
-    return early if early is not None else groups.from_groups(groups.sum(src))
+    if early is not None:
+        return early
+    assert groups is not None  # _plan plans the groups whenever there is no early result
+    return groups.from_groups(groups.sum(src))
 
 
-def segment_add_csr(src, indptr, out=None):
+def segment_add_csr(src: ArrayLike, indptr: ArrayLike,
+                    out: Optional[ArrayLike] = None) -> jax.Array:
     """Alias of :func:`segment_sum_csr`."""
     return segment_sum_csr(src, indptr, out)
 
 
-def segment_mean_csr(src, indptr, out=None):
+def segment_mean_csr(src: ArrayLike, indptr: ArrayLike,
+                     out: Optional[ArrayLike] = None) -> jax.Array:
     """Mean of each segment; empty segments give 0; integers truncate toward zero."""
     groups, src, early = _plan(src, indptr, out, op="segment_mean_csr")
-    return early if early is not None else groups.from_groups(groups.mean(src, rounding="trunc"))
+    if early is not None:
+        return early
+    assert groups is not None  # _plan plans the groups whenever there is no early result
+    return groups.from_groups(groups.mean(src, rounding="trunc"))
 
 
-def segment_min_csr(src, indptr, out=None):
+def segment_min_csr(src: ArrayLike, indptr: ArrayLike,
+                    out: Optional[ArrayLike] = None) -> tuple[jax.Array, jax.Array]:
     """``(min, argmin)`` of each segment; see :func:`segment_max_csr`."""
     return _extreme_csr("min", src, indptr, out, op="segment_min_csr")
 
 
-def segment_max_csr(src, indptr, out=None):
+def segment_max_csr(src: ArrayLike, indptr: ArrayLike,
+                    out: Optional[ArrayLike] = None) -> tuple[jax.Array, jax.Array]:
     """``(max, argmax)`` of each segment.
 
     argmax is the position along the reduced axis of the first maximal
@@ -119,15 +133,18 @@ def segment_max_csr(src, indptr, out=None):
     return _extreme_csr("max", src, indptr, out, op="segment_max_csr")
 
 
-def _extreme_csr(kind, src, indptr, out, *, op):
+def _extreme_csr(kind: str, src: ArrayLike, indptr: ArrayLike, out: Optional[ArrayLike], *,
+                 op: str) -> tuple[jax.Array, jax.Array]:
     groups, src, early = _plan(src, indptr, out, op=op)
     if early is not None:
         length = 0 if groups is None else src.shape[groups.dim]
         return early, jnp.full(early.shape, length, dtype=_dtypes.index_dtype())
+    assert groups is not None  # _plan plans the groups whenever there is no early result
     return extreme(groups, src, None, kind, op=op)
 
 
-def segment_csr(src, indptr, out=None, reduce: str = "sum"):
+def segment_csr(src: ArrayLike, indptr: ArrayLike, out: Optional[ArrayLike] = None,
+                reduce: Reduction = "sum") -> jax.Array:
     """torch_scatter.segment_csr: dispatch on ``reduce`` (sum|add|mean|min|max).
 
     For "min"/"max" only the values are returned. There is no "mul" (as in
@@ -140,11 +157,13 @@ def segment_csr(src, indptr, out=None, reduce: str = "sum"):
         groups, src, early = _plan(src, indptr, out, op=op)
         if early is not None:
             return early
+        assert groups is not None  # _plan plans the groups whenever there is no early result
         return extreme_values(groups, src, None, kind, op=op)
     return (segment_sum_csr if kind == "sum" else segment_mean_csr)(src, indptr, out)
 
 
-def gather_csr(src, indptr, out=None, dim_size: Optional[int] = None):
+def gather_csr(src: ArrayLike, indptr: ArrayLike, out: Optional[ArrayLike] = None,
+               dim_size: Optional[int] = None) -> jax.Array:
     """Repeat each segment's value over its range: ``out[..., e, ...] = src[..., i, ...]``
     for ``indptr[i] <= e < indptr[i + 1]``.
 

@@ -14,13 +14,13 @@ Under ``jax.jit`` ``dim_size`` must be given with ``index`` (PyG reads
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, NamedTuple, Optional
+from typing import Any, ClassVar, NamedTuple, Optional, cast
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...._checking import as_array
+from ...._checking import Reduction, as_array
 from ...._sharding import sharding_aware
 from ....nn._state import key_scope
 from ....torch_scatter._gather import csr_ids
@@ -95,7 +95,8 @@ def reduce_along(x: jax.Array, g: Grouping, reduce: str, *, op: str) -> jax.Arra
     empty groups), or with ``ptr`` alone ``segment(x, ptr, reduce)``."""
     moved = jnp.moveaxis(x, g.axis, 0)
     if not g.indexed and reduce in ("min", "max"):
-        out = segment_csr(moved, g.ptr, reduce=reduce)
+        assert g.ptr is not None  # a Grouping without an index carries the ptr
+        out = segment_csr(moved, g.ptr, reduce=cast(Reduction, reduce))
     else:
         out = aggregate(moved, g.ids, g.n, reduce, op=op)
     return jnp.moveaxis(out, 0, g.axis)
