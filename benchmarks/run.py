@@ -766,6 +766,8 @@ def main(argv=None) -> int:
     parser.add_argument("--model-edges", type=int, default=1_000_000)
     parser.add_argument("--exchange-bytes", type=int, default=2**30,
                         help="the large buffer for the to_jax/to_torch timing (1 GB)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke sizes for the parts with fixed sizes (layers, loader, scale)")
     parser.add_argument("--only", default=None,
                         help=f"comma-separated parts to run ({', '.join(PARTS)}); the "
                              f"markdown goes to stdout unless --out is given")
@@ -802,17 +804,17 @@ def main(argv=None) -> int:
             "Two-layer models ported with one `from_torch` call, forward + backward: the port "
             "under `eqx.filter_jit` vs PyG eager, same weights and graph (100,000 nodes, "
             "1,000,000 edges, 64 features). Target: ours / PyG <= 0.5.",
-            bench_layers.run(quick=False))
+            bench_layers.run(quick=args.quick))
     if part["loader"]:
         import bench_loader
         extra += ratio_markdown(
             "Training from a PyG DataLoader: JaxLoader + a jitted step vs PyG",
             "One epoch of a 3-layer GIN on 2,000 FakeDataset graphs (batch 64), the two "
             "sides alternating epoch by epoch (benchmarks/bench_loader.py).",
-            bench_loader.run(quick=False))
+            bench_loader.run(quick=args.quick))
     if part["scale"]:
         import bench_scale
-        extra += scale_markdown(bench_scale.run(quick=False))
+        extra += scale_markdown(bench_scale.run(quick=args.quick))
     if extra:
         text = text.rstrip("\n") + "\n\n" + "\n".join(extra)
     if out is None:
