@@ -337,6 +337,10 @@ def test_embedding_ids_out_of_range_raise_and_jit_equals_eager():
         emb(jnp.array([-1, 2]))
     ids = jnp.array([[0, 1, 1], [4, 4, 4]])
     np.testing.assert_array_equal(np.asarray(eqx.filter_jit(emb)(ids)), np.asarray(emb(ids)))
+    # under jit a bad id gives a zero row, and checked() reports it (the shared bounds check)
+    from torch2jax_ops import checked
+    with pytest.raises(Exception, match="outside \\[0, 5\\)"):
+        checked(eqx.filter_jit(emb))(jnp.array([0, 7]))
 
 
 def test_embedding_padding_row_gets_no_gradient():

@@ -29,7 +29,7 @@ from jax._src import config as _jax_config  # bool_state: the one way to key jit
 from jax.experimental import checkify
 
 __all__ = ["checked", "debug_check", "is_traced", "is_array", "is_inexact", "as_array",
-           "normalize_dim", "check_index",
+           "normalize_dim", "check_index", "check_bounds", "index_extent",
            "static_int", "Reduction", "REDUCTIONS", "SEGMENT_REDUCTIONS", "check_reduce"]
 
 #: A reduction name as torch_scatter / PyG spell it ("add" is "sum").
@@ -100,6 +100,40 @@ def debug_check(pred: Any, msg: str, **payload: Any) -> None:
     scope = contextlib.nullcontext() if context else jax.sharding.use_abstract_mesh(mesh)
     with scope:
         jax.sharding.auto_axes(run, out_sharding=jax.sharding.PartitionSpec())(pred, payload)
+
+
+def index_extent(index: jax.Array) -> Optional[tuple[int, int]]:
+    """(min, max) of a concrete, non-empty index (one host read); None when traced or empty."""
+    if is_traced(index) or index.size == 0:
+        return None
+    values = np.asarray(index)
+    return int(values.min()), int(values.max())
+
+
+def check_bounds(index: jax.Array, size: int, name: str = "index",
+                 extent: Optional[tuple[int, int]] = None,
+                 target: str = "the output along dim",
+                 fix: str = "raise dim_size or fix the index", *, op: str) -> None:
+    """Reject indices outside ``[0, size)``: eagerly when concrete, via checkify when traced."""
+    if index.size == 0:
+        return
+    if is_traced(index):
+        debug_check(
+            jnp.all((index >= 0) & (index < size)),
+            f"{op}: `{name}` has values outside [0, {size}) (min {{lo}}, max {{hi}})",
+            lo=jnp.min(index), hi=jnp.max(index))
+        return
+    found = extent or index_extent(index)
+    assert found is not None  # concrete and non-empty here
+    lo, hi = found
+    if lo < 0:
+        raise IndexError(
+            f"{op}: `{name}` contains negative values (min {lo}); valid range is "
+            f"[0, {size}). Negative indices never wrap around in torch2jax_ops")
+    if hi >= size:
+        raise IndexError(
+            f"{op}: `{name}` contains {hi}, out of range for {target} of size {size} "
+            f"(valid range [0, {size})); {fix}")
 
 
 def is_traced(x: Any) -> bool:

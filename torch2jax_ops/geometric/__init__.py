@@ -17,14 +17,17 @@
 from . import _table, nn, utils  # noqa: F401  (the fx table's PyG entries; nn's converters)
 from . import _table_torch  # noqa: F401  (the fx table's entries for torch2jax_ops.torch)
 from . import data, loader
-from ._dense import to_dense_batch
-from ._loops import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
-                    remove_self_loops, remove_self_loops_static)
-from ._norm import degree, gcn_norm, gcn_norm_static
+from ._norm import gcn_norm, gcn_norm_static
 from ._padding import BucketLadder, PaddedGraph, pad_graph, pad_to_bucket
 from ._pool import global_add_pool, global_max_pool, global_mean_pool
-from ._scatter import scatter
-from ._softmax import softmax
+# PyG's utilities: one list, in utils (the same functions, wrapped once there)
+from .utils import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
+                    coalesce, coalesce_static, degree, dropout_edge, dropout_edge_static,
+                    dropout_node, dropout_node_static, k_hop_subgraph, k_hop_subgraph_static,
+                    negative_sampling, negative_sampling_static, remove_self_loops,
+                    remove_self_loops_static, scatter, segment, softmax, sort_edge_index,
+                    subgraph, subgraph_static, to_dense_adj, to_dense_batch, to_undirected,
+                    to_undirected_static)
 
 __all__ = [
     "nn", "utils", "data", "loader",
@@ -33,24 +36,11 @@ __all__ = [
     "remove_self_loops", "remove_self_loops_static", "to_dense_batch",
     "global_add_pool", "global_mean_pool", "global_max_pool",
     "PaddedGraph", "BucketLadder", "pad_graph", "pad_to_bucket",
+    "segment", "sort_edge_index", "coalesce", "coalesce_static", "to_undirected",
+    "to_undirected_static", "subgraph", "subgraph_static", "k_hop_subgraph",
+    "k_hop_subgraph_static", "dropout_edge", "dropout_edge_static", "dropout_node",
+    "dropout_node_static", "negative_sampling", "negative_sampling_static", "to_dense_adj",
 ]
-
-
-from ._coalesce import (coalesce, coalesce_static, sort_edge_index,  # noqa: E402
-                        to_undirected, to_undirected_static)
-from ._dropout import (dropout_edge, dropout_edge_static, dropout_node,  # noqa: E402
-                       dropout_node_static)
-from ._negative_sampling import negative_sampling, negative_sampling_static  # noqa: E402
-from ._segment import segment  # noqa: E402
-from ._subgraph import (k_hop_subgraph, k_hop_subgraph_static, subgraph,  # noqa: E402
-                        subgraph_static)
-from ._to_dense_adj import to_dense_adj  # noqa: E402
-
-__all__ += ["segment", "sort_edge_index", "coalesce", "coalesce_static", "to_undirected",
-            "to_undirected_static", "subgraph", "subgraph_static", "k_hop_subgraph",
-            "k_hop_subgraph_static", "dropout_edge", "dropout_edge_static", "dropout_node",
-            "dropout_node_static", "negative_sampling", "negative_sampling_static",
-            "to_dense_adj"]  # edge utilities family (issue 16: utils)
 
 # Every function also works on arrays placed on a jax.sharding.Mesh (Auto and Explicit mode)
 # and takes out_sharding=: one wrapper at this boundary, one implementation (see _sharding).

@@ -14,6 +14,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._checking import check_bounds, check_index
 from .._sharding import sharding_aware
 from ._state import next_key, record_update
 
@@ -47,14 +48,10 @@ class Embedding(eqx.Module):
     def __call__(self, input: jax.Array) -> jax.Array:
         op = "Embedding"
         ids = jnp.asarray(input)
-        if not jnp.issubdtype(ids.dtype, jnp.integer):
-            raise TypeError(f"{op}: `input` must hold integer ids, got {ids.dtype}")
+        check_index(ids, "input", op=op)
         num = self.weight.shape[0]
-        if not isinstance(ids, jax.core.Tracer) and ids.size:
-            lo, hi = int(ids.min()), int(ids.max())
-            if lo < 0 or hi >= num:
-                raise IndexError(f"{op}: `input` holds the id {lo if lo < 0 else hi}, outside "
-                                 f"[0, {num}) (num_embeddings={num})")
+        check_bounds(ids, num, "input", target=f"the embedding table (num_embeddings={num})",
+                     fix="an id must name a row of `weight`", op=op)
         rows = jnp.take(self.weight, jnp.where(ids < 0, num, ids), axis=0, mode="fill",
                         fill_value=0)
         if self.scale_grad_by_freq:

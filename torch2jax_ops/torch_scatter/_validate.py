@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checking import as_array, debug_check, is_traced
+from .._checking import as_array, check_bounds, debug_check, index_extent, is_traced  # noqa: F401  (re-exported)
 
 __all__ = ["aligned_index_shape", "index_extent", "output_size", "check_bounds", "check_out",
            "check_leading_axes", "check_sorted", "check_indptr"]
@@ -53,14 +53,6 @@ def aligned_index_shape(index_shape: Sequence[int], src_shape: Sequence[int],
     return shape
 
 
-def index_extent(index: jax.Array) -> Optional[tuple[int, int]]:
-    """(min, max) of a concrete, non-empty index (one host read); None when traced or empty."""
-    if is_traced(index) or index.size == 0:
-        return None
-    values = np.asarray(index)
-    return int(values.min()), int(values.max())
-
-
 def output_size(index: jax.Array, index_numel: int, dim_size: Optional[int],
                 out: Optional[jax.Array], dim: int,
                 extent: Optional[tuple[int, int]] = None, *, op: str) -> int:
@@ -89,32 +81,6 @@ def output_size(index: jax.Array, index_numel: int, dim_size: Optional[int],
     found = extent or index_extent(index)
     assert found is not None  # concrete and non-empty here
     return found[1] + 1
-
-
-def check_bounds(index: jax.Array, size: int, name: str = "index",
-                 extent: Optional[tuple[int, int]] = None,
-                 target: str = "the output along dim",
-                 fix: str = "raise dim_size or fix the index", *, op: str) -> None:
-    """Reject indices outside ``[0, size)``: eagerly when concrete, via checkify when traced."""
-    if index.size == 0:
-        return
-    if is_traced(index):
-        debug_check(
-            jnp.all((index >= 0) & (index < size)),
-            f"{op}: `{name}` has values outside [0, {size}) (min {{lo}}, max {{hi}})",
-            lo=jnp.min(index), hi=jnp.max(index))
-        return
-    found = extent or index_extent(index)
-    assert found is not None  # concrete and non-empty here
-    lo, hi = found
-    if lo < 0:
-        raise IndexError(
-            f"{op}: `{name}` contains negative values (min {lo}); valid range is "
-            f"[0, {size}). Negative indices never wrap around in torch2jax_ops")
-    if hi >= size:
-        raise IndexError(
-            f"{op}: `{name}` contains {hi}, out of range for {target} of size {size} "
-            f"(valid range [0, {size})); {fix}")
 
 
 def check_out(out: Any, src: jax.Array, dim: int, *, op: str) -> Optional[jax.Array]:
