@@ -23,6 +23,22 @@ def require_torch(minimum: str, why: str) -> None:
         pytest.skip(f"torch {torch.__version__}: {why} (verified from torch {minimum} on)")
 
 
+def run_on_host_devices(script: str, devices: int, done_line: str, timeout: int) -> None:
+    """Run ``script`` in a child Python with ``devices`` forced CPU devices (the count must be
+    set before JAX starts) from the repository root; assert it printed ``done_line``."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+           "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0 and done_line in done.stdout, \
+        done.stdout[-2000:] + done.stderr[-3000:]
+
+
 def pytest_collection_modifyitems(config, items):
     from parity_tests.tiers import mark_tiers
 

@@ -2,12 +2,9 @@
 ``distributed.shard_graph`` splits over 4 forced host devices (the shard_map path), gives
 PyG's output and PyG's parameter gradients. Runs in a child process: the device count
 must be set before JAX starts."""
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from parity_tests.conftest import run_on_host_devices
 
 SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np, torch, torch_geometric.nn as tnn
@@ -52,9 +49,4 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_layers_match_pyg_on_four_host_devices():
-    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
-           "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and "distributed parity ok" in done.stdout, \
-        done.stdout[-2000:] + done.stderr[-3000:]
+    run_on_host_devices(SCRIPT, 4, "distributed parity ok", timeout=600)

@@ -2,10 +2,7 @@
 JAX's default device (or ``device=``); ``to_jax`` stays zero-copy on the tensor's own device
 unless asked to move; ``copy=False`` refuses a transfer. Also the matmul precision of the
 parity tools (no TF32 on either side by default)."""
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import pytest
@@ -14,7 +11,8 @@ import torch
 import torch2jax_ops as t2j
 from torch2jax_ops.parity import ParityError, compare
 
-ROOT = Path(__file__).resolve().parent.parent
+from parity_tests.conftest import run_on_host_devices
+
 
 SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, torch, torch_geometric.nn as tnn
@@ -67,11 +65,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_placement_rule_on_two_host_devices():
-    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu",
-           "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "placement ok" in done.stdout, done.stderr[-3000:]
+    run_on_host_devices(SCRIPT, 2, "placement ok", timeout=300)
 
 
 def test_as_torch_returns_tensors_on_the_inputs_device():
