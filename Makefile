@@ -46,8 +46,10 @@ TEST_ENV = XLA_FLAGS="$(TEST_XLA) $$XLA_FLAGS"
 test: setup
 	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) tests parity_tests
 
-# The fast tier while editing: unit tests, one parity case per op and dtype family, and the
-# behaviour tests not marked slow (parity_tests/tiers.py). `make test` stays the full suite.
+# The fast tier while editing: unit tests, one parity case per op and dtype family, the first
+# variant of other parametrized tests, and the behaviour tests not marked slow
+# (parity_tests/tiers.py): 1826 tests in 4 min 42 s on the 2-core machine (2026-11-25).
+# `make test` stays the full suite.
 test-fast: setup
 	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "not slow" tests parity_tests
 
