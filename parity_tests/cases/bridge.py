@@ -43,11 +43,16 @@ def layer_cases() -> Iterable[Case]:
     from torch2jax_ops.bridge import as_jax, as_torch
 
     for dtype in FLOATS:
-        def through_torch(dtype=dtype):
-            return as_torch(layer_jax), layer_jax, _inputs(dtype, 0), {}, {}
+        # half gradients are sums over rows of O(1) products: the two sides' rounding (XLA
+        # fuses differently inside and outside the bridge; CPUs with AVX512-FP16 keep float16
+        # intermediates) moves a cancelled entry by an ulp of its terms, so compare norm-wise
+        options = {"normwise": True} if dtype in ("float16", "bfloat16") else {}
 
-        def through_jax(dtype=dtype):
-            return layer_torch, as_jax(layer_torch), _inputs(dtype, 1), {}, {}
+        def through_torch(dtype=dtype, options=options):
+            return as_torch(layer_jax), layer_jax, _inputs(dtype, 0), {}, options
+
+        def through_jax(dtype=dtype, options=options):
+            return layer_torch, as_jax(layer_torch), _inputs(dtype, 1), {}, options
 
         yield Case("bridge", "as_torch(layer)", dtype, "tanh-linear", through_torch)
         yield Case("bridge", "as_jax(layer)", dtype, "tanh-linear", through_jax)
