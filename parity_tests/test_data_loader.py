@@ -11,13 +11,14 @@ import torch
 import torch_geometric.typing
 
 from parity_tests import samplers
-from torch_geometric.data import Batch, Data, HeteroData
+from torch_geometric.data import Batch, Data, HeteroData, InMemoryDataset
 from torch_geometric.datasets import FakeDataset
 from torch_geometric.loader import DataLoader
 
 from torch2jax_ops import geometric as G, shares_memory
 from torch2jax_ops.geometric.data import from_pyg
 from torch2jax_ops.geometric.loader import JaxLoader, LadderWarning
+from torch2jax_ops.geometric.loader._gather import fast_batches
 
 SAMPLER = samplers.install()  # PyG's kernel, or a pure-torch one (parity_tests/samplers.py)
 needs_sampler = pytest.mark.skipif(not SAMPLER, reason="PyG's neighbour sampling needs pyg-lib "
@@ -200,6 +201,80 @@ def test_a_batch_beyond_the_ladder_grows_it_mid_epoch():
     with pytest.warns(LadderWarning, match=r"BucketLadder.geometric\(max_nodes="):
         out = list(loader)
     assert len(out) == 2 and loader.ladder.levels >= 2
+
+
+class _Graphs(InMemoryDataset):
+    """A user's in-memory dataset: every kind of attribute PyG concatenates."""
+
+    def __init__(self, count=30, seed=0, transform=None, data_class=Data):
+        super().__init__(None, transform=transform)
+        gen = torch.Generator().manual_seed(seed)
+        graphs = []
+        for _ in range(count):
+            n = int(torch.randint(3, 12, (1,), generator=gen))
+            e = int(torch.randint(1, 30, (1,), generator=gen))
+            graphs.append(data_class(
+                x=torch.randn(n, 4, generator=gen),
+                edge_index=torch.randint(0, n, (2, e), generator=gen),
+                edge_weight=torch.rand(e, generator=gen),
+                train_mask=torch.rand(n, generator=gen) < 0.5,
+                anchor_index=torch.randint(0, n, (3,), generator=gen),
+                y=torch.randn(1, 2, generator=gen)))
+        self._data, self.slices = self.collate(graphs)
+
+
+class _OwnData(Data):
+    def __inc__(self, key, value, *args, **kwargs):
+        return 0 if key == "anchor_index" else super().__inc__(key, value, *args, **kwargs)
+
+
+def _leaves(graphs):
+    return [jax.tree_util.tree_leaves_with_path(g) for g in graphs]
+
+
+@pytest.mark.parametrize("shuffle,drop_last", [(False, False), (True, True)])
+def test_in_memory_fast_path_equals_pygs_collation(shuffle, drop_last):
+    """A DataLoader over an InMemoryDataset is gathered with NumPy (loader/_gather.py): the
+    same padded batches as PyG's own collation of the same order, every attribute."""
+    dataset = _Graphs()
+    make = lambda: DataLoader(dataset, batch_size=7, shuffle=shuffle, drop_last=drop_last)  # noqa: E731
+    assert fast_batches(make()) is not None
+    torch.manual_seed(3)
+    pyg = list(make())  # PyG's Collater: Batch objects
+    torch.manual_seed(3)
+    fast = JaxLoader(make(), prefetch=0)
+    ours = list(fast)
+    slow = list(JaxLoader(pyg, ladder=fast.ladder, prefetch=0))
+    assert len(ours) == len(slow) == len(pyg) == (4 if drop_last else 5)
+    for g, h, batch in zip(ours, slow, pyg):
+        check_real_part(g, batch)
+        assert sorted(g.extras) == sorted(h.extras) == ["anchor_index", "anchor_mask",
+                                                       "edge_weight", "ptr", "train_mask"]
+        for (path, a), (path_h, b) in zip(*_leaves([g, h])):
+            assert path == path_h
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=str(path))
+        # anchor_index holds node ids: shifted by the nodes of the graphs before it
+        k = 3 * batch.num_graphs
+        same(g.extras["anchor_index"][:k], batch.anchor_index)
+
+
+def test_fast_path_only_where_it_is_provably_the_same():
+    dataset = _Graphs(count=6)
+    assert fast_batches(DataLoader(dataset, batch_size=2)) is not None
+    assert fast_batches(DataLoader(dataset, batch_size=2, follow_batch=["x"])) is None
+    assert fast_batches(DataLoader(dataset, batch_size=2, exclude_keys=["y"])) is None
+    assert fast_batches(DataLoader(dataset, batch_size=2, num_workers=1)) is None
+    assert fast_batches(DataLoader(_Graphs(count=6, transform=lambda d: d),
+                                   batch_size=2)) is None
+    assert fast_batches(DataLoader(_Graphs(count=6, data_class=_OwnData), batch_size=2)) is None
+    assert fast_batches(DataLoader(dataset[1:4], batch_size=2)) is not None
+    assert fast_batches([dataset[0]]) is None
+    # a subset (dataset[1:4]) maps positions through its indices, a custom __inc__ is PyG's way
+    for loader in (DataLoader(dataset[1:4], batch_size=2),
+                   DataLoader(_Graphs(count=6, data_class=_OwnData), batch_size=2)):
+        for g, batch in zip(JaxLoader(loader, prefetch=0), loader):
+            check_real_part(g, batch)
+            same(g.extras["anchor_index"][:3 * batch.num_graphs], batch.anchor_index)
 
 
 def test_progress_bar_with_rich(capsys):

@@ -15,6 +15,7 @@ from ... import _dtypes
 from ...dlpack import Placement, default_device
 from .._padding import BucketLadder, PaddedGraph
 from ..data._rules import check_placement
+from ._gather import fast_batches
 from ._host import Kinds, other_counts, pad_host, read_item
 from ._plan import Plan, plan_for, plan_from_batch, round_up
 from ._progress import Progress, compilations
@@ -208,7 +209,8 @@ class JaxLoader:
     def __iter__(self) -> Iterator[PaddedGraph]:
         self._ensure_plan()
         try:
-            iterator = iter(self.loader)
+            # a DataLoader over an InMemoryDataset: the same batches, gathered with NumPy
+            iterator = fast_batches(self.loader) or iter(self.loader)
         except TypeError:
             raise TypeError(f"{_OP}: `loader` must be iterable (a DataLoader, NeighborLoader, a "
                             f"list of batches ...), got {type(self.loader).__name__}") from None
