@@ -1,5 +1,7 @@
 """The scatter family without torch: transforms, error paths, checked mode, and
 values against an independent NumPy loop."""
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -51,6 +53,30 @@ def test_sum_equals_hand_written_segment_sum_under_jit():
     np.testing.assert_array_equal(np.asarray(sorted_sum(src, index)),
                                   np.asarray(sorted_sum(src, index)))
     np.testing.assert_allclose(np.asarray(sorted_sum(src, index)), np.asarray(plain), rtol=1e-6)
+
+
+def _program(fn, *args) -> list:
+    """The optimised HLO's instructions, without names, metadata and source locations."""
+    text = jax.jit(fn).lower(*args).compile().as_text()
+    lines = []
+    for line in text.splitlines():
+        line = re.sub(r",? metadata=\{[^}]*\}", "", line.strip())
+        if "=" in line and not line.startswith(("HloModule", "FileNames", "FunctionNames")):
+            lines.append(re.sub(r"%[\w.\-]+", "%", line))
+    return [l for l in lines if not re.match(r"^\d+ ", l)]
+
+
+def test_sum_is_the_same_program_as_segment_sum():
+    """The floor of scatter sum's per-call cost (benchmarks/RESULTS.md, small inputs) is
+    jax.ops.segment_sum's: the two compile to the same instructions."""
+    src = jax.ShapeDtypeStruct((10_000, 64), jnp.float32)
+    index = jax.ShapeDtypeStruct((10_000,), jnp.int32)
+    ours = _program(lambda s, i: t2j.scatter_sum(s, i, 0, dim_size=500), src, index)
+    plain = _program(lambda s, i: jax.ops.segment_sum(s, i, 500), src, index)
+    assert ours == plain
+    assert sum("scatter(" in line for line in ours) == 1
+    # and the comparison sees a difference where there is one
+    assert _program(lambda s, i: t2j.scatter_mean(s, i, 0, dim_size=500), src, index) != plain
 
 
 def test_jit_grad_vmap_compose():
