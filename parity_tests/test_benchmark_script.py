@@ -3,6 +3,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -29,6 +32,8 @@ def test_benchmark_script_writes_a_table(tmp_path):
     assert "Edge arrays of E = " in text and "shard_map" in text  # part "scale"
 
 
+@pytest.mark.skipif(jax.default_backend() != "cpu",
+                    reason="checks the refusal on a machine without a GPU")
 def test_gpu_benchmark_refuses_without_a_gpu_and_dry_runs_on_the_cpu(tmp_path):
     out = tmp_path / "RESULTS.md"
     out.write_text("# Benchmarks\n\n## other\n\nkept\n")

@@ -146,6 +146,14 @@ def _sub_jaxprs(eqn):
                 yield v
 
 
+def _scan_consts(params) -> int:
+    """How many of a scan's operands are its constants: ``num_consts`` up to JAX 0.10; from
+    0.11 on, the first group of its input structure ``ft_in`` (consts, carry, slices)."""
+    if "num_consts" in params:
+        return params["num_consts"]
+    return len(list(params["ft_in"].elts[0].vals))
+
+
 def _walk(jaxpr, constant_inputs, found):
     constant = {v for v, c in zip(jaxpr.invars, constant_inputs) if c} | set(jaxpr.constvars)
 
@@ -163,7 +171,7 @@ def _walk(jaxpr, constant_inputs, found):
                 else:
                     sub_flags = flags[cond_n:cond_n + body_n] + [False] * (n - body_n)
             elif eqn.primitive.name == "scan":  # consts, then carry and slices
-                consts = eqn.params["num_consts"]
+                consts = _scan_consts(eqn.params)
                 sub_flags = flags[:consts] + [False] * (n - consts)
             else:  # operands align with the sub-jaxpr's trailing inputs
                 sub_flags = flags[-n:] if n <= len(flags) else [False] * n

@@ -220,7 +220,13 @@ def attention_cases() -> Iterable[Case]:
     for label in layers():
         for dtype in WIDE:
             for name in GRAPHS:
-                def build(label=label, dtype=dtype, name=name):
+                # GatedGraphConv's gradients run back through num_layers GRU steps of
+                # sums over the graph: float32 reduction order (XLA vs torch's kernels, which
+                # differ between CPUs) moves them by ~2e-5 absolute
+                options = ({"atol": 5e-5} if label.startswith("GatedGraphConv")
+                           and dtype == "float32" else {})
+
+                def build(label=label, dtype=dtype, name=name, options=options):
                     layer, port, args = build_layer(label, dtype, name)
-                    return layer, port, args, {}, {}
+                    return layer, port, args, {}, options
                 yield Case("convs", label.split("-")[0], dtype, f"{label}/{name}", build)
