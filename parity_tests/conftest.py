@@ -43,3 +43,16 @@ def pytest_collection_modifyitems(config, items):
     from parity_tests.tiers import mark_tiers
 
     mark_tiers(items)
+
+
+def pytest_runtest_setup(item):
+    """A parity case verified from a newer torch than the installed one (``Case.min_torch``)
+    is skipped with its reason, in every test that takes a ``case``."""
+    import pytest
+
+    from torch2jax_ops.parity._suite import Case
+
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("case") if callspec is not None else None
+    if isinstance(case, Case) and case.skip_reason():
+        pytest.skip(case.skip_reason())

@@ -32,6 +32,8 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from ._plan import collates_with_pyg
+
 __all__ = ["fast_batches"]
 
 
@@ -54,12 +56,13 @@ def _positions(batch: list) -> list:
 
 def _plan(loader: Any) -> Optional[dict]:
     """What the fast path needs from ``loader``, or None when it does not apply."""
-    tud = sys.modules.get("torch.utils.data")
-    pyg_loader = sys.modules.get("torch_geometric.loader.dataloader")
-    pyg_data = sys.modules.get("torch_geometric.data")
-    if tud is None or pyg_loader is None or pyg_data is None:
+    if not collates_with_pyg(loader) or loader.num_workers:
         return None
-    if type(loader) not in (tud.DataLoader, pyg_loader.DataLoader) or loader.num_workers:
+    tud = sys.modules["torch.utils.data"]
+    pyg_loader = sys.modules["torch_geometric.loader.dataloader"]
+    pyg_data = sys.modules["torch_geometric.data"]  # imported by PyG's collater
+    # exact types: a subclass may iterate or collate its own way
+    if type(loader) not in (tud.DataLoader, pyg_loader.DataLoader):
         return None
     collate = loader.collate_fn
     if type(collate) is not pyg_loader.Collater or collate.follow_batch or collate.exclude_keys:

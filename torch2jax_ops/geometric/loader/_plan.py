@@ -34,7 +34,7 @@ import numpy as np
 from .._padding import BucketLadder
 from ._host import Kinds, mask_name, sizes_of
 
-__all__ = ["Plan", "plan_for", "round_up", "graph_loader_sizes"]
+__all__ = ["Plan", "plan_for", "round_up", "graph_loader_sizes", "collates_with_pyg"]
 
 
 def round_up(value: float, multiple: int = 8) -> int:
@@ -49,15 +49,21 @@ class Plan:
     source: str
 
 
+def collates_with_pyg(loader: Any) -> bool:
+    """Whether ``loader`` is a ``torch.utils.data.DataLoader`` whose ``collate_fn`` is PyG's
+    ``Collater`` (a PyG ``DataLoader``, or torch's with that collater)."""
+    tud = sys.modules.get("torch.utils.data")
+    pyg_loader = sys.modules.get("torch_geometric.loader.dataloader")
+    return (tud is not None and pyg_loader is not None and isinstance(loader, tud.DataLoader)
+            and isinstance(loader.collate_fn, pyg_loader.Collater))
+
+
 def graph_loader_sizes(loader: Any) -> Optional[tuple]:
     """``(nodes per graph, edges per graph, batch_size, shuffle, drop_last)`` of a PyG
     ``DataLoader`` over a dataset with the default sampler, else None."""
-    tud = sys.modules.get("torch.utils.data")
-    pyg_loader = sys.modules.get("torch_geometric.loader.dataloader")
-    if tud is None or pyg_loader is None or not isinstance(loader, tud.DataLoader):
+    if not collates_with_pyg(loader):
         return None
-    if not isinstance(loader.collate_fn, pyg_loader.Collater):
-        return None
+    tud = sys.modules["torch.utils.data"]
     batches = loader.batch_sampler
     if type(batches) is not tud.BatchSampler or batches.batch_size is None:
         return None
