@@ -23,10 +23,13 @@ import jax.numpy as jnp
 import pytest
 
 import torch2jax_ops as t2j
+from torch2jax_ops.torch_scatter import _extreme
 
-F = 64          # features: at both sizes the CPU arg pass runs in blocks (same program)
+F = 64          # features
 RATIO = 20      # E / N
-SMALL, LARGE = 10**4, 10**6
+#: at both sizes the CPU arg pass runs in blocks (the same program)
+SMALL, LARGE = 2 * 10**4, 10**6
+assert SMALL * F > _extreme.BLOCK_ELEMENTS
 
 
 def _csr(e):
