@@ -277,6 +277,22 @@ def test_fast_path_only_where_it_is_provably_the_same():
             same(g.extras["anchor_index"][:3 * batch.num_graphs], batch.anchor_index)
 
 
+def test_fast_path_node_ids_are_int32_only_where_they_fit():
+    """The fast path gathers node ids as int32 when every shifted id fits; a stored id that
+    does not fit keeps int64 and meets the same OverflowError as PyG's collation."""
+    dataset = _Graphs(count=6)
+    (g,) = list(JaxLoader(DataLoader(dataset, batch_size=6), prefetch=0))
+    assert g.edge_index.dtype == g.batch.dtype == g.extras["anchor_index"].dtype == jnp.int32
+    # fits int32 as stored, but not once shifted by the nodes of the graphs before it
+    dataset._data.edge_index[0, -1] = 2 ** 31 - 3  # the last graph's last edge
+    loader = DataLoader(dataset, batch_size=6)
+    assert fast_batches(loader) is not None
+    with pytest.raises(OverflowError, match="`edge_index` holds values in.*node and graph ids"):
+        list(JaxLoader(loader, prefetch=0))
+    with pytest.raises(OverflowError, match="`edge_index` holds values in.*node and graph ids"):
+        list(JaxLoader(list(loader), prefetch=0))  # PyG's own batches: the same error
+
+
 def test_progress_bar_with_rich(capsys):
     pytest.importorskip("rich")
     list(JaxLoader(DataLoader(fake_graphs(8), batch_size=4), progress=True))

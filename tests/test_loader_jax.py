@@ -16,6 +16,7 @@ import pytest
 
 from torch2jax_ops import geometric as G
 from torch2jax_ops.geometric.loader import EpochStats, JaxLoader, LadderWarning
+from torch2jax_ops.geometric.loader._progress import compilations
 
 RNG = np.random.default_rng(0)
 
@@ -256,6 +257,22 @@ def test_an_epoch_compiles_at_most_once_per_level():
     for g in loader:
         step(g)
     assert len(traces) == first  # the next epoch compiles nothing
+
+
+def test_stats_count_the_steps_compilations_not_the_loaders_own():
+    """Batches are placed by a jitted identity (one program per level): those compilations
+    are the loader's, not the user's; ``stats.compilations`` counts the user's only."""
+    items = [graph(n, 2 * n, 4) for n in (7, 9, 300, 11)]  # two ladder levels
+    loader = JaxLoader(items, ladder=G.BucketLadder((16, 512), (32, 1024), (5, 5)))
+    before = compilations()
+    batches = list(loader)
+    assert compilations() - before == 0 and loader.stats.compilations == 0
+    assert [g.num_nodes for g in batches] == [16, 16, 512, 16]
+    assert all(g.x.committed and g.edge_index.dtype == jnp.int32 for g in batches)
+    step = jax.jit(lambda g: jnp.sum(g.x))
+    for g in loader:
+        step(g)
+    assert loader.stats.compilations == 2  # the step's, one per level
 
 
 def test_batches_land_on_the_default_device_or_the_one_asked():

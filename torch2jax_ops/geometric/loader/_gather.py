@@ -36,6 +36,8 @@ from ._plan import collates_with_pyg
 
 __all__ = ["fast_batches"]
 
+_INT32_MAX = 2**31 - 1
+
 
 class _Positions:
     """A dataset whose items are their own positions (the sampler's order, nothing loaded)."""
@@ -97,7 +99,16 @@ def _plan(loader: Any) -> Optional[dict]:
         stored[key] = (value.detach().numpy(), axis % value.ndim,
                        np.asarray(slices[key].numpy(), np.int64), shift)
     nodes = np.diff(stored["x"][2])
-    return {"stored": stored, "nodes": nodes, "index": np.asarray(dataset.indices(), np.int64)}
+    # node ids of a batch are below the dataset's node count: when every shifted id fits
+    # int32 (the dtype JaxLoader gives node ids), gather them as int32 already
+    total = int(nodes.sum())
+    small = np.int32 if total < _INT32_MAX else np.int64
+    for key, (array, axis, bounds, shift) in stored.items():
+        if shift and array.dtype == np.int64 and array.size and small is np.int32 \
+                and array.min() >= 0 and array.max() < _INT32_MAX - total:
+            stored[key] = (array.astype(np.int32), axis, bounds, shift)
+    return {"stored": stored, "nodes": nodes, "index": np.asarray(dataset.indices(), np.int64),
+            "ids": small}
 
 
 def _take(array: np.ndarray, axis: int, bounds: np.ndarray, chosen: np.ndarray) -> tuple:
@@ -126,7 +137,7 @@ def fast_batches(loader: Any) -> Optional[Iterator[dict]]:
 
 
 def _batches(order: Any, plan: dict) -> Iterator[dict]:
-    stored, nodes, index = plan["stored"], plan["nodes"], plan["index"]
+    stored, nodes, index, ids = plan["stored"], plan["nodes"], plan["index"], plan["ids"]
     for positions in order:
         chosen = index[np.asarray(positions, np.int64)]
         counts = nodes[chosen]
@@ -140,8 +151,8 @@ def _batches(order: Any, plan: dict) -> Iterator[dict]:
                 along[axis] = -1
                 part = part + np.repeat(first, lengths).astype(part.dtype).reshape(along)
             item[key] = part
-        item["batch"] = np.repeat(np.arange(graphs, dtype=np.int64), counts)
-        item["ptr"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        item["batch"] = np.repeat(np.arange(graphs, dtype=ids), counts)
+        item["ptr"] = np.concatenate([[0], np.cumsum(counts)]).astype(ids)
         item["num_graphs"] = graphs
         item["num_nodes"] = int(counts.sum())
         yield item

@@ -3,7 +3,7 @@ decide what every attribute is (node-, edge-, graph-level or other), and pad it.
 
 Everything here runs in the loader's background thread, on NumPy (the padding
 would otherwise compile a small XLA program per shape); the result goes to the
-device in one ``jax.device_put``.
+device in one call (``_loader._place``).
 """
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import queue
 import sys
 import threading
@@ -18,7 +19,7 @@ from ..data._rules import check_placement
 from ._gather import fast_batches
 from ._host import Kinds, other_counts, pad_host, read_item
 from ._plan import Plan, plan_for, plan_from_batch, round_up
-from ._progress import Progress, compilations
+from ._progress import Progress, compilations, uncounted
 
 __all__ = ["JaxLoader", "EpochStats", "LadderWarning"]
 
@@ -57,6 +58,30 @@ class EpochStats:
     def wait_share(self) -> float:
         """``wait_seconds / seconds``: the share of the epoch spent waiting for data."""
         return self.wait_seconds / self.seconds if self.seconds else 0.0
+
+
+def _identity(tree: Any) -> Any:
+    return tree
+
+
+@functools.lru_cache(maxsize=16)
+def _placer(device: jax.Device) -> Callable:
+    return jax.jit(_identity, out_shardings=jax.sharding.SingleDeviceSharding(device))
+
+
+def _place(padded: PaddedGraph, target: Any) -> PaddedGraph:
+    """The NumPy batch on ``target`` (a device or a sharding), committed there.
+
+    On a device: through a jitted identity, whose C++ dispatch moves NumPy arguments
+    in about a third of ``jax.device_put``'s time (0.07 vs 0.2-0.35 ms for a batch
+    of 8 arrays on XLA:CPU). That time is the loader thread's and, on a machine with
+    few cores, taken from the jitted step. Its compilations (one per ladder level)
+    are the loader's own: not counted in ``stats.compilations``.
+    """
+    if not isinstance(target, jax.Device):
+        return jax.device_put(padded, target)
+    with uncounted():
+        return _placer(target)(padded)
 
 
 class JaxLoader:
@@ -201,8 +226,7 @@ class JaxLoader:
             sizes = (ladder.nodes[level], ladder.edges[level], ladder.graphs[level])
             other_sizes = dict(plan.other_sizes)
         padded = pad_host(host, *sizes, self._kinds, other_sizes, op=_OP)
-        placed = jax.block_until_ready(jax.device_put(padded, target))
-        return placed, sizes, notes
+        return jax.block_until_ready(_place(padded, target)), sizes, notes
 
     # --------------------------------------------------------------- iteration
 

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any, Optional
 
-__all__ = ["compilations", "Progress"]
+__all__ = ["compilations", "uncounted", "Progress"]
 
 #: JAX reports every XLA compilation under this event (``jax._src.dispatch.BACKEND_COMPILE_EVENT``).
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -16,10 +16,26 @@ _count = [0]
 _installed = [False]
 
 
+#: a thread inside :func:`uncounted` compiles programs of its own (the loader's placement)
+_quiet = threading.local()
+
+
 def _on_event(event: str, duration_secs: float, **kwargs: Any) -> None:
-    if event == _COMPILE_EVENT:
+    # XLA compiles in the thread that asked for the program: the flag is that thread's
+    if event == _COMPILE_EVENT and not getattr(_quiet, "active", False):
         with _lock:
             _count[0] += 1
+
+
+class uncounted:
+    """Compilations in this block (in this thread) are not counted: the loader's own."""
+
+    def __enter__(self) -> None:
+        self._before = getattr(_quiet, "active", False)
+        _quiet.active = True
+
+    def __exit__(self, *exc: Any) -> None:
+        _quiet.active = self._before
 
 
 def compilations() -> int:
