@@ -25,12 +25,13 @@ SCRIPT = textwrap.dedent("""
     w = model[0].weight
     where = lambda a: next(iter(a.devices()))
 
-    # to_jax: the tensor's own device (zero-copy) unless device= asks to move
+    # to_jax: the tensor's own device (zero-copy, uncommitted) unless device= asks to move
     a = t2j.to_jax(w)
-    assert where(a) == d0 and t2j.shares_memory(w, a)
-    assert where(t2j.to_jax(w, device=d0, copy=False)) == d0
+    assert where(a) == d0 and t2j.shares_memory(w, a) and not a.committed
+    kept = t2j.to_jax(w, device=d0, copy=False)
+    assert where(kept) == d0 and kept.committed and t2j.shares_memory(w, kept)
     moved = t2j.to_jax(w, device=d1)
-    assert where(moved) == d1 and not t2j.shares_memory(w, moved)
+    assert where(moved) == d1 and not t2j.shares_memory(w, moved) and moved.committed
     try:
         t2j.to_jax(w, device=d1, copy=False)
         raise SystemExit("copy=False with a transfer did not raise")
@@ -49,6 +50,13 @@ SCRIPT = textwrap.dedent("""
         # inputs made the usual way are uncommitted: the model runs where its weights are
         out = jax.jit(lambda m, x: m(x))(port, jnp.ones((2, 3)))
         assert where(out) == d1, where(out)
+        # and so are to_jax's (the README's pattern; a GPU's weights vs a CPU tensor): they
+        # follow the weights instead of failing with "incompatible devices"
+        x = torch.randn(2, 3)
+        out = jax.jit(lambda m, x: m(x))(port, t2j.to_jax(x))
+        assert where(out) == d1, where(out)
+        assert torch.allclose(t2j.to_torch(out), model(x).detach(), atol=1e-6)
+        assert where(port(t2j.to_jax(x))) == d1  # eager too
     # device= wins over the default, a Sharding works too
     assert {where(l) for l in jax.tree_util.tree_leaves(from_torch(model, device=d0))} == {d0}
     mesh = jax.sharding.Mesh(jax.devices(), ("x",))

@@ -19,6 +19,11 @@ copy, or, with ``copy=False``, raise an error that says why. The traps:
 Placement: ``to_jax`` keeps a tensor on its own device (zero-copy) unless
 ``device=`` (a ``jax.Device`` or a ``jax.sharding.Sharding``) asks for
 another, which costs one explicit transfer (refused with ``copy=False``).
+Without ``device=`` the array is *uncommitted*, as ``jnp.asarray``'s are:
+``jax.jit`` (and eager ops) move it to where the committed operands are, so
+``jax.jit(lambda m, x: m(x))(port, to_jax(x))`` runs where the port's
+weights are (the GPU) instead of failing with "incompatible devices". With
+``device=`` it is committed there.
 Whatever builds a model or a batch -- :func:`tree_to_jax`,
 ``nn.from_torch``, state-dict imports, the loaders -- places on JAX's default
 device (``jax.default_device``) or on ``device=``, so a checkpoint loaded on
@@ -149,10 +154,12 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
       allow_downcast: with JAX's 64-bit mode off, convert int64/uint64/float64/
         complex128 to their 32-bit types (a copy); integers that do not fit
         raise OverflowError. Without it such tensors raise TypeError.
-      device: ``None`` keeps the tensor's own device (zero-copy); a
-        ``jax.Device`` or ``Sharding`` places the result there: zero-copy when
-        the tensor is already there, one explicit transfer otherwise
-        (``copy=False`` then raises).
+      device: ``None`` keeps the tensor's own device (zero-copy), uncommitted:
+        ``jax.jit`` moves it to where its committed operands (a port's
+        weights) are, as it does ``jnp.asarray``'s arrays. A ``jax.Device`` or
+        ``Sharding`` commits the result there: zero-copy when the tensor is
+        already there, one explicit transfer otherwise (``copy=False`` then
+        raises).
 
     Returns:
       A ``jax.Array`` on the tensor's device (or ``device``). When shared,
@@ -203,7 +210,21 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
     if copy is False and t.numel() and array.unsafe_buffer_pointer() != t.data_ptr():
         raise ValueError(f"to_jax: JAX copied the {t.device} tensor while importing it, but "
                          f"copy=False; pass copy=None to allow the copy")
+    if device is None:
+        return _uncommitted(array)
     return place(array, device, copy=copy, op="to_jax")
+
+
+def _uncommitted(array: jax.Array) -> jax.Array:
+    """The same buffer, uncommitted (what ``jnp.asarray`` gives): jit follows the committed
+    operands and moves it there. JAX has no public call for it; where its constructor is
+    not the one this uses, the array stays committed (the test of the rule says so)."""
+    try:
+        from jax._src.array import ArrayImpl
+        return ArrayImpl(array.aval, array.sharding, list(array._arrays),  # type: ignore[attr-defined]
+                         committed=False)
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover -- another JAX
+        return array
 
 
 def to_torch(array: Any, *, copy: Optional[bool] = None) -> Any:  # a torch.Tensor
