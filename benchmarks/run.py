@@ -592,14 +592,40 @@ def extreme_markdown(extreme: list[dict], args: argparse.Namespace) -> list[str]
     return lines
 
 
-def ratio_markdown(title: str, intro: str, rows: list[dict]) -> list[str]:
-    """A section of ``{name, ours_ms, pyg_ms, ratio, notes}`` rows (bench_layers, bench_loader)."""
+def ratio_markdown(title: str, intro: str, rows: list[dict], after: str = "") -> list[str]:
+    """A section of ``{name, ours_ms, pyg_ms, ratio, notes}`` rows (bench_layers, bench_loader),
+    then ``after`` (what the numbers are made of, measured separately)."""
     lines = [f"## {title}", "", intro, "", "| row | ours ms | PyG ms | ratio | notes |",
              "|---|---:|---:|---:|---|"]
     for r in rows:
         lines.append(f"| {r['name']} | {r['ours_ms']:.1f} | {r['pyg_ms']:.1f} | "
                      f"{r['ratio']:.3f} | {r['notes']} |")
-    return lines + [""]
+    return lines + [""] + ([after, ""] if after else [])
+
+
+#: Profiles behind the layers rows (2026-11-25, this machine; not re-measured by make bench).
+LAYERS_NOTES = (
+    "Where TransformerConv's time goes (a profile of one step, 2026-11-25): the per-edge "
+    "part is memory-bound passes over E-sized buffers, 38 of them in the compiled step "
+    "(one [E, 4, 8] float32 buffer is 128 MB): the gathers of keys/values and queries, "
+    "the softmax's exp and weighted messages, and their cotangents and scatters, 10-57 ms "
+    "each, about the traffic PyG's kernels move. Tried and dropped: a custom VJP that "
+    "recomputes the gathers in the backward instead of storing them (the attention block "
+    "alone 790 vs 612 ms: XLA:CPU's gathers cost more than the stored copies), the "
+    "per-edge dot as a chain of multiply-adds (-10% on the block alone, +11% in the "
+    "model), XLA without its YNNPACK fusions (-3.5%).")
+
+#: Profiles behind the loader rows (2026-11-25, this machine; not re-measured by make bench).
+LOADER_NOTES = (
+    "Where the epoch goes (2026-11-25): the 32 jitted steps alone, on batches made "
+    "beforehand, take 135-146 ms, 0.51-0.55 of PyG's epoch before any loading: XLA "
+    "executes a step in 3.8 ms (17 matmuls of 1944 x 64 x 64, about 2.3 ms, at ~170 "
+    "GFLOP/s; scatters 0.64 ms, gathers 0.48 ms) and dispatches it in about 0.4 ms (0.5 ms "
+    "more with eqx.filter_jit, which flattens the module on every call). XLA's threads keep "
+    "1.6 of the 2 cores busy during a step, so the loader thread's 0.55-0.65 ms of CPU "
+    "per batch (gather, pad, place) is not hidden by prefetching: it adds 25-35 ms to "
+    "the epoch (dispatch waits for the GIL, the step for a core). The 0.5 target needs a "
+    "faster step than XLA:CPU gives this model on this machine.")
 
 
 def scale_markdown(rows: list[dict]) -> list[str]:
@@ -836,14 +862,16 @@ def main(argv=None) -> int:
             "Two-layer models ported with one `from_torch` call, forward + backward: the port "
             "under `eqx.filter_jit` vs PyG eager, same weights and graph (100,000 nodes, "
             "1,000,000 edges, 64 features). Target: ours / PyG <= 0.5.",
-            bench_layers.run(quick=args.quick))
+            bench_layers.run(quick=args.quick), LAYERS_NOTES)
     if part["loader"]:
         import bench_loader
         extra += ratio_markdown(
             "Training from a PyG DataLoader: JaxLoader + a jitted step vs PyG",
             "One epoch of a 3-layer GIN on 2,000 FakeDataset graphs (batch 64), the two "
-            "sides alternating epoch by epoch (benchmarks/bench_loader.py).",
-            bench_loader.run(quick=args.quick))
+            "sides alternating epoch by epoch (benchmarks/bench_loader.py); our step "
+            "jits the port's arrays split once from the rest (migration_guide/training.md, "
+            "\"A fast step\").",
+            bench_loader.run(quick=args.quick), LOADER_NOTES)
     if part["scale"]:
         import bench_scale
         extra += scale_markdown(bench_scale.run(quick=args.quick))
