@@ -1,5 +1,6 @@
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["pytester"]  # test_parity_tool runs the `parity` fixture as users do
@@ -37,6 +38,19 @@ def run_on_host_devices(script: str, devices: int, done_line: str, timeout: int)
                           capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0 and done_line in done.stdout, \
         done.stdout[-2000:] + done.stderr[-3000:]
+
+
+@pytest.fixture
+def on_host():
+    """JAX's default device is the CPU during the test: where a CPU torch tensor can be shared.
+
+    ``from_torch`` / ``from_pyg`` place on the default device: on a GPU machine they copy
+    a CPU tensor to the GPU (as they should), so a zero-copy test pins the CPU.
+    """
+    import jax
+
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
 
 
 def pytest_collection_modifyitems(config, items):

@@ -69,7 +69,7 @@ def check_real_part(g, batch):
 
 # ------------------------------------------------------------------ from_pyg
 
-def test_from_pyg_shares_memory_with_torch():
+def test_from_pyg_shares_memory_with_torch(on_host):
     data = Data(x=torch.randn(6, 3), edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]),
                 edge_attr=torch.randn(3, 2), y=torch.randn(6),
                 train_mask=torch.tensor([True, False] * 3), weight=torch.randn(3))
@@ -81,7 +81,7 @@ def test_from_pyg_shares_memory_with_torch():
     same(g.edge_index, data.edge_index)
     assert g.edge_index.dtype == jnp.int32  # ids: a checked int32 copy
     assert g.batch.tolist() == [0] * 6 and g.graph_mask.tolist() == [True]
-    assert g.x.devices() == {jax.devices()[0]}
+    assert g.x.devices() == {jax.devices("cpu")[0]}
     copied = from_pyg(data, copy=True)
     assert not shares_memory(data.x, copied.x)
     np.testing.assert_array_equal(copied.x, g.x)
@@ -91,7 +91,7 @@ def test_from_pyg_shares_memory_with_torch():
     assert shares_memory(data.x, shared.x)
 
 
-def test_from_pyg_on_a_batch_keeps_everything():
+def test_from_pyg_on_a_batch_keeps_everything(on_host):
     dataset = fake_graphs(6)
     batch = Batch.from_data_list([dataset[i] for i in range(6)])
     batch.name = "six graphs"  # not a tensor: kept as it is

@@ -28,7 +28,7 @@ def random_graph(rng, n, e, features=6):
 
 # ------------------------------------------------------------------------------ from_torch
 
-def test_from_torch_shares_weights_and_keeps_state_dict_names():
+def test_from_torch_shares_weights_and_keeps_state_dict_names(on_host):
     mlp = tnn.MLP([6, 16, 4]).eval()
     port = from_torch(mlp)
     assert shares_memory(mlp.lins[0].weight, port.lins[0].weight)

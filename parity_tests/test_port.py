@@ -40,7 +40,7 @@ def ring(n=6):
 
 # ----------------------------------------------------------------- names and weights
 
-def test_converted_model_keeps_torch_names_and_shares_weights():
+def test_converted_model_keeps_torch_names_and_shares_weights(on_host):
     model, args, _ = port_models.build_model("residual-gcn", "float32")
     port = from_torch(model)
     assert isinstance(port, TracedModule)
