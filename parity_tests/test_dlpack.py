@@ -98,6 +98,22 @@ def test_round_trip_keeps_one_buffer():
 
 # ------------------------------------------------------------------ the traps
 
+def test_contiguous_tensors_are_uncommitted_transposed_ones_keep_their_layout():
+    """Without device=, a contiguous tensor's array is uncommitted (jit moves it to the
+    committed weights); a transposed one is shared in its column-major layout, which JAX
+    reads right only from a committed array (uncommitted, ``a[:, [0, 2]]`` came out as
+    ``[[0, 2], [5, 7]]``): it stays committed."""
+    t = torch.arange(10, dtype=torch.int32).reshape(5, 2).T
+    a = to_jax(t)
+    assert shares_memory(t, a) and a.committed
+    np.testing.assert_array_equal(np.asarray(a[:, jnp.array([0, 2])]), [[0, 4], [1, 5]])
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda a: a + 0)(a)), t.numpy())
+    contiguous = t.contiguous()
+    c = to_jax(contiguous)
+    assert not c.committed and shares_memory(contiguous, c)
+    np.testing.assert_array_equal(np.asarray(c[:, jnp.array([0, 2])]), [[0, 4], [1, 5]])
+
+
 def test_requires_grad_is_detached_never_an_error():
     weight = torch.nn.Parameter(torch.randn(4, 3))
     array = to_jax(weight, copy=False)

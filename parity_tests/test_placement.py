@@ -28,6 +28,12 @@ SCRIPT = textwrap.dedent("""
     # to_jax: the tensor's own device (zero-copy, uncommitted) unless device= asks to move
     a = t2j.to_jax(w)
     assert where(a) == d0 and t2j.shares_memory(w, a) and not a.committed
+    # a transposed tensor is shared in its own layout, which JAX reads right only from a
+    # committed array: it stays committed (an uncommitted one indexed as row-major: wrong)
+    wt = t2j.to_jax(w.T)
+    assert wt.committed and t2j.shares_memory(w, wt)
+    assert (jax.numpy.asarray(wt[:, jax.numpy.array([0, 2])]).tolist()
+            == w.T.detach()[:, [0, 2]].tolist())
     kept = t2j.to_jax(w, device=d0, copy=False)
     assert where(kept) == d0 and kept.committed and t2j.shares_memory(w, kept)
     moved = t2j.to_jax(w, device=d1)

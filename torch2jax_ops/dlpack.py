@@ -19,11 +19,14 @@ copy, or, with ``copy=False``, raise an error that says why. The traps:
 Placement: ``to_jax`` keeps a tensor on its own device (zero-copy) unless
 ``device=`` (a ``jax.Device`` or a ``jax.sharding.Sharding``) asks for
 another, which costs one explicit transfer (refused with ``copy=False``).
-Without ``device=`` the array is *uncommitted*, as ``jnp.asarray``'s are:
-``jax.jit`` (and eager ops) move it to where the committed operands are, so
-``jax.jit(lambda m, x: m(x))(port, to_jax(x))`` runs where the port's
-weights are (the GPU) instead of failing with "incompatible devices". With
-``device=`` it is committed there.
+Without ``device=`` the array of a contiguous tensor is *uncommitted*, as
+``jnp.asarray``'s are: ``jax.jit`` (and eager ops) move it to where the
+committed operands are, so ``jax.jit(lambda m, x: m(x))(port, to_jax(x))``
+runs where the port's weights are (the GPU) instead of failing with
+"incompatible devices". A transposed or channels-last tensor is shared in its
+own layout, which JAX honours for committed arrays only: it stays committed
+(``.contiguous()`` it, or pass ``device=``, to mix it with a GPU port). With
+``device=`` the array is committed there.
 Whatever builds a model or a batch -- :func:`tree_to_jax`,
 ``nn.from_torch``, state-dict imports, the loaders -- places on JAX's default
 device (``jax.default_device``) or on ``device=``, so a checkpoint loaded on
@@ -154,9 +157,10 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
       allow_downcast: with JAX's 64-bit mode off, convert int64/uint64/float64/
         complex128 to their 32-bit types (a copy); integers that do not fit
         raise OverflowError. Without it such tensors raise TypeError.
-      device: ``None`` keeps the tensor's own device (zero-copy), uncommitted:
-        ``jax.jit`` moves it to where its committed operands (a port's
-        weights) are, as it does ``jnp.asarray``'s arrays. A ``jax.Device`` or
+      device: ``None`` keeps the tensor's own device (zero-copy), uncommitted
+        for a contiguous tensor: ``jax.jit`` moves it to where its committed
+        operands (a port's weights) are, as it does ``jnp.asarray``'s arrays
+        (a transposed tensor keeps its layout and stays committed). A ``jax.Device`` or
         ``Sharding`` commits the result there: zero-copy when the tensor is
         already there, one explicit transfer otherwise (``copy=False`` then
         raises).
@@ -211,7 +215,9 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
         raise ValueError(f"to_jax: JAX copied the {t.device} tensor while importing it, but "
                          f"copy=False; pass copy=None to allow the copy")
     if device is None:
-        return _uncommitted(array)
+        # JAX takes an uncommitted argument to have its default (row-major) layout: a
+        # transposed or channels-last tensor, shared as it is, stays committed
+        return _uncommitted(array) if t.is_contiguous() else array
     return place(array, device, copy=copy, op="to_jax")
 
 
