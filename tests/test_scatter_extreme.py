@@ -125,6 +125,8 @@ def _primitives(jaxpr, found=None):
         found.add(eqn.primitive.name)
         if eqn.primitive.name == "scatter-add":
             found.add(f"scatter-add sorted={eqn.params['indices_are_sorted']}")
+            found.add(f"scatter-add {eqn.outvars[0].aval.dtype} "
+                      f"sorted={eqn.params['indices_are_sorted']}")
         for value in eqn.params.values():
             for v in (value if isinstance(value, (tuple, list)) else (value,)):
                 if isinstance(v, jax.extend.core.ClosedJaxpr):
@@ -160,8 +162,9 @@ def test_deterministic_sum_is_a_sort_and_a_sorted_segment_sum(op):
     prims = _primitives(jax.make_jaxpr(
         lambda s, i: getattr(t2j, op)(s, i, 0, dim_size=37, **reduce,
                                       deterministic=True))(src, index).jaxpr)
-    assert "sort" in prims and "scatter-add sorted=True" in prims
-    assert "scatter-add sorted=False" not in prims or op == "scatter_mean"  # its count
+    # the CPU's sorted segment sum; the scan for other platforms counts rows (integers)
+    assert "sort" in prims and "scatter-add float32 sorted=True" in prims
+    assert "scatter-add float32 sorted=False" not in prims
     default, fixed = run(False)(src, index), run(True)(src, index)
     np.testing.assert_allclose(np.asarray(fixed), np.asarray(default), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(np.asarray(run(True)(src, index)), np.asarray(fixed))
@@ -172,6 +175,75 @@ def test_deterministic_sum_is_a_sort_and_a_sorted_segment_sum(op):
             s, index, 0, dim_size=37, **reduce, deterministic=deterministic) * weights))(src)
 
     np.testing.assert_allclose(np.asarray(grad(True)), np.asarray(grad(False)), rtol=1e-6)
+
+
+def _sorted_case(rng, length=600, width=3, segments=40):
+    ids = np.sort(rng.integers(-3, segments + 3, length)).astype(np.int32)  # invalid ends too
+    ids[(ids >= 10) & (ids < 14)] = 9  # empty groups 10..13 between full ones
+    rows = rng.normal(size=(length, width)).astype(np.float32) * 10 ** rng.uniform(
+        -3, 3, (length, 1)).astype(np.float32)  # magnitudes over six decades
+    return jnp.asarray(rows), jnp.asarray(np.sort(ids))
+
+
+def test_scan_sum_is_the_segment_sum_without_a_float_scatter():
+    """The non-CPU deterministic path (a segmented scan), run here: the segment sum up to
+    rounding, exactly 0 for empty groups, ids outside [0, n) reach no group, the same bits
+    twice, and its gradient is the sum's (a gather)."""
+    from torch2jax_ops.torch_scatter._deterministic import scan_sum
+
+    rng = np.random.default_rng(11)
+    rows, ids = _sorted_case(rng)
+    ours = jax.jit(scan_sum, static_argnums=2)
+    want = jax.ops.segment_sum(rows.astype(jnp.float64) if jax.config.jax_enable_x64
+                               else rows, ids, 40)
+    got = ours(rows, ids, 40)
+    scale = np.asarray(jax.ops.segment_sum(jnp.abs(rows), ids, 40))
+    assert np.all(np.abs(np.asarray(got) - np.asarray(want)) <= 1e-5 * scale + 1e-30)
+    assert np.all(np.asarray(got)[10:14] == 0) and np.asarray(got).shape == (40, 3)
+    np.testing.assert_array_equal(np.asarray(ours(rows, ids, 40)), np.asarray(got))
+    weights = jnp.asarray(rng.normal(size=(40, 3)).astype(np.float32))
+    grad = jax.grad(lambda r: jnp.sum(scan_sum(r, ids, 40) * weights))(rows)
+    reference = jax.grad(lambda r: jnp.sum(jax.ops.segment_sum(r, ids, 40) * weights))(rows)
+    np.testing.assert_array_equal(np.asarray(grad), np.asarray(reference))
+    assert np.all(np.asarray(grad)[np.asarray(ids) < 0] == 0)
+    empty = scan_sum(jnp.zeros((0, 3)), jnp.zeros((0,), jnp.int32), 4)
+    np.testing.assert_array_equal(np.asarray(empty), np.zeros((4, 3)))
+
+
+def _float_scatters(mlir: str) -> list:
+    """(result type, unique_indices?) of every stablehlo.scatter producing floats."""
+    import re
+
+    found = []
+    for match in re.finditer(r'"stablehlo\.scatter"\((.*?)\) -> tensor<([^>]*)>', mlir, re.S):
+        if "xf32" in match.group(2) or match.group(2) == "f32":
+            found.append((match.group(2), "unique_indices = true" in match.group(1)))
+    return found
+
+
+@pytest.mark.parametrize("op", ["scatter_sum", "scatter_mean"])
+def test_deterministic_sum_on_a_gpu_has_no_float_scatter(op):
+    """Lowered for CUDA (jax.export, no GPU needed): deterministic=True sums by the scan, so
+    the program holds no float scatter-add whose order the hardware picks (the gradient's
+    only float scatter is the sort's permutation, unique indices: each row written once).
+    For the CPU the sorted segment sum is kept (a sequential loop there)."""
+    from jax import export
+
+    src = jax.ShapeDtypeStruct((500, 4), jnp.float32)
+    index = jax.ShapeDtypeStruct((500,), jnp.int32)
+
+    def forward(s, i):
+        return getattr(t2j, op)(s, i, 0, dim_size=37, deterministic=True)
+
+    def gradient(s, i):
+        return jax.grad(lambda s: jnp.sum(forward(s, i) ** 2))(s)
+
+    def lowered(fn, platform):
+        return export.export(jax.jit(fn), platforms=[platform])(src, index).mlir_module()
+
+    assert _float_scatters(lowered(forward, "cuda")) == []
+    assert all(unique for _, unique in _float_scatters(lowered(gradient, "cuda")))
+    assert _float_scatters(lowered(forward, "cpu"))  # the sorted segment sum
 
 
 def test_deterministic_keeps_out_and_integers():

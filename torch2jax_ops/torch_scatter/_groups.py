@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._checking import as_array, check_index, is_traced, normalize_dim, static_int
+from ._deterministic import sorted_sum
 from ._gather import take_groups
 from ._validate import (
     aligned_index_shape,
@@ -166,9 +167,10 @@ class Groups:
         skips the final rounding (the caller divides first, as segment mean does).
 
         ``deterministic=True``: the rows are first put in group order (a stable sort
-        of the ids, so rows of one group keep their order) and summed by a sorted
-        segment sum: the order of the additions is fixed by the data, not by how
-        the scatter is scheduled. A no-op when the ids are already known sorted.
+        of the ids, so rows of one group keep their order) and summed in an order
+        fixed by the data, not by how a scatter is scheduled
+        (:func:`._deterministic.sorted_sum`: the sorted segment sum on the CPU, a
+        segmented scan elsewhere). A no-op when the ids are already known sorted.
         """
         acc = _dtypes.accumulation_dtype(rows.dtype)
         if (deterministic and not self.indices_sorted and rows.shape[0] > 1
@@ -177,8 +179,7 @@ class Groups:
             ids = self.ids.at[order].get(unique_indices=True)
             # a permutation: its transpose (the gradient) writes every row once
             rows = rows.at[order].get(unique_indices=True)
-            total = jax.ops.segment_sum(rows.astype(acc), ids, self.num_segments,
-                                        indices_are_sorted=True)
+            total = sorted_sum(rows.astype(acc), ids, self.num_segments)
         else:
             total = jax.ops.segment_sum(rows.astype(acc), self.ids, self.num_segments,
                                         indices_are_sorted=self.indices_sorted)
