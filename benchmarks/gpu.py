@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import re
 import sys
 
 import jax
@@ -26,7 +25,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run import median_seconds  # noqa: E402  (same timing rule as make bench)
+from run import GPU_SECTION, median_seconds  # noqa: E402  (same timing rule as make bench)
 
 import torch2jax_ops as t2j  # noqa: E402
 
@@ -157,8 +156,7 @@ def section(scatter: list, models: list, bandwidth: float, args, device_name: st
 def write_section(path: str, text: str) -> None:
     """Replace the "## GPU" section of ``path`` (or append it)."""
     old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    pattern = re.compile(r"## GPU\n.*?(?=\n## |\Z)", re.S)
-    new = pattern.sub(text.rstrip("\n"), old) if pattern.search(old) else \
+    new = GPU_SECTION.sub(text.rstrip("\n"), old) if GPU_SECTION.search(old) else \
         old.rstrip("\n") + "\n\n" + text
     with open(path, "w") as handle:
         handle.write(new)

@@ -16,6 +16,7 @@ import argparse
 import datetime
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -592,6 +593,22 @@ def extreme_markdown(extreme: list[dict], args: argparse.Namespace) -> list[str]
     return lines
 
 
+#: the "GPU" section of RESULTS.md, up to the next section (benchmarks/gpu.py writes it)
+GPU_SECTION = re.compile(r"## GPU\n.*?(?=\n## |\Z)", re.S)
+
+
+def _keep_gpu_section(text: str, path: str) -> str:
+    """``text`` plus the "## GPU" section of the file it replaces: ``make bench-gpu`` writes
+    that section on a CUDA machine (benchmarks/gpu.py), and a CPU run must not drop it."""
+    if not os.path.exists(path):
+        return text
+    with open(path) as handle:
+        found = GPU_SECTION.search(handle.read())
+    if found is None or "## GPU\n" in text:
+        return text
+    return text.rstrip("\n") + "\n\n" + found.group(0).rstrip("\n") + "\n"
+
+
 def ratio_markdown(title: str, intro: str, rows: list[dict], after: str = "") -> list[str]:
     """A section of ``{name, ours_ms, pyg_ms, ratio, notes}`` rows (bench_layers, bench_loader),
     then ``after`` (what the numbers are made of, measured separately)."""
@@ -880,6 +897,7 @@ def main(argv=None) -> int:
     if out is None:
         print(text)
         return 0
+    text = _keep_gpu_section(text, out)
     with open(out, "w") as handle:
         handle.write(text)
     print(f"written: {out}")
