@@ -18,6 +18,7 @@ from ._attention import (
     dropout_weights,
     edge_attention,
     edges_with_loops,
+    head_dot,
     heads_view,
     loop_plan,
     merge_heads,
@@ -103,7 +104,7 @@ class GATv2Conv(GatedPropagation):
         """``(leaky_relu(s) * att).sum(-1)``: ``[*, H, C]`` -> ``[*, H]`` (one head ``[*]``)."""
         assert self.att is not None  # always set by the converter
         att = self.att.reshape(-1) if self.heads == 1 else self.att[0]
-        return jnp.sum(jax.nn.leaky_relu(s, self.negative_slope) * att, axis=-1)
+        return head_dot(jax.nn.leaky_relu(s, self.negative_slope), att)
 
     def _edge_term(self, edge_attr: jax.Array) -> jax.Array:
         if edge_attr.ndim == 1:

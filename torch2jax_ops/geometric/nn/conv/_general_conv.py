@@ -11,7 +11,7 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._softmax import segment_softmax
 from .._common import checked_edges, edge_values, pair
-from ._attention import GatedPropagation, drop_dangling, heads_view, l2_normalize
+from ._attention import GatedPropagation, drop_dangling, head_dot, heads_view, l2_normalize
 from ._propagation import check_common, convert_aggr
 
 __all__ = ["GeneralConv"]
@@ -120,7 +120,7 @@ class GeneralConv(GatedPropagation):
         else:
             assert self.att_msg is not None  # set for the additive attention
             att = self.att_msg.reshape(-1) if self.heads == 1 else self.att_msg[0]
-            alpha = jnp.sum(x_j_out * att, axis=-1)
+            alpha = head_dot(x_j_out, att)
         alpha = segment_softmax(jax.nn.leaky_relu(alpha, 0.2), index, size_i)
         return x_j_out * alpha[..., None]
 
