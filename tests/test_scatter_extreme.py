@@ -242,6 +242,11 @@ def test_deterministic_sum_on_a_gpu_has_no_float_scatter(op):
         return export.export(jax.jit(fn), platforms=[platform])(src, index).mlir_module()
 
     assert _float_scatters(lowered(forward, "cuda")) == []
+
+    def tangent(s, i):  # forward mode too (a custom_vjp there would refuse jvp)
+        return jax.jvp(lambda s: forward(s, i), (s,), (jnp.ones_like(s),))[1]
+
+    assert _float_scatters(lowered(tangent, "cuda")) == []
     assert all(unique for _, unique in _float_scatters(lowered(gradient, "cuda")))
     assert _float_scatters(lowered(forward, "cpu"))  # the sorted segment sum
 

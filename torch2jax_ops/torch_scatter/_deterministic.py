@@ -10,20 +10,16 @@ stable sort of the ids); this module sums them:
   *segmented scan*: ``lax.associative_scan`` over ``(starts a group, value)``
   pairs, whose every addition is within one group and in a tree order fixed
   by the shape. Each group's sum is then read from its last row (found from
-  the integer counts, exact in any order). No float scatter at all: the same
-  bits on every run. Its gradient is the gather a sum's is.
+  the integer counts, exact in any order). No float scatter-add: the same
+  bits on every run, and its gradient is a sum's gradient.
 
 :func:`scan_sum` is the scan path itself (tested on the CPU too).
 """
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 from jax import lax
-
-from ._gather import take_groups
 
 __all__ = ["sorted_sum", "scan_sum"]
 
@@ -35,12 +31,15 @@ def _combine(a: tuple, b: tuple) -> tuple:
     return starts_a | starts_b, jnp.where(starts_b, value_b, value_a + value_b)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(2,))
 def scan_sum(rows: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     """``segment_sum(rows, ids, num_segments)`` for ids sorted ascending, by a segmented scan.
 
     ``rows`` [E, *F], ``ids`` [E] (ids outside ``[0, num_segments)`` reach no group)
-    -> [num_segments, *F]; empty groups give 0.
+    -> [num_segments, *F]; empty groups give 0. Plain JAX, so every transformation
+    applies (``jvp`` too); the gradient is the scan's transpose, which gives each row
+    its group's cotangent plus zeros: exactly a sum's gradient, and no float scatter
+    but the final read's, whose indices are unique (an empty group reads a row of
+    its own past the end).
     """
     length = rows.shape[0]
     if length == 0 or num_segments == 0:
@@ -53,21 +52,11 @@ def scan_sum(rows: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
                                  num_segments)  # integers: exact in any order
     before = jnp.sum(ids < 0, dtype=jnp.int32)  # invalid negative ids sort first
     last = before + jnp.cumsum(counts) - 1
-    total = jnp.take(running, jnp.clip(last, 0, length - 1), axis=0)
-    filled = (counts > 0).reshape((-1,) + (1,) * (rows.ndim - 1))
-    return jnp.where(filled, total, jnp.zeros((), rows.dtype))
-
-
-def _scan_sum_fwd(rows, ids, num_segments):
-    return scan_sum(rows, ids, num_segments), ids
-
-
-def _scan_sum_bwd(num_segments, ids, g):
-    # a sum's gradient: each row gets its group's cotangent (invalid ids: 0)
-    return take_groups(g, ids, 0), None
-
-
-scan_sum.defvjp(_scan_sum_fwd, _scan_sum_bwd)
+    # each empty group reads its own row past the end (unique, filled with 0); counted from
+    # the data, not an iota: no group-sized constant for a compiler to fold
+    past_end = length + jnp.cumsum(counts == 0, dtype=last.dtype)
+    return running.at[jnp.where(counts > 0, last, past_end)].get(
+        mode="fill", fill_value=0, unique_indices=True)
 
 
 def sorted_sum(rows: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
