@@ -73,6 +73,14 @@ def take_groups(per_group: jax.Array, ids: jax.Array, fill: Any = 0) -> jax.Arra
     count = per_group.shape[0]
     if count == 0:
         return jnp.full(ids.shape + per_group.shape[1:], fill, per_group.dtype)
-    # jnp.take wraps negative ids even in "fill" mode: send them out of range.
-    return jnp.take(per_group, jnp.where(ids < 0, count, ids), axis=0, mode="fill",
-                    fill_value=fill)
+    # Invalid ids read an appended fill row: a plain gather with no mask after it
+    # (jnp.take's "fill" mode selects after the gather, which made XLA:CPU copy
+    # each gathered [E, ...] array once more before a reduction read it).
+    safe = jnp.where((ids >= 0) & (ids < count), ids, count)
+    table = jnp.concatenate([per_group, jnp.full((1,) + per_group.shape[1:], fill,
+                                                 per_group.dtype)])
+    dims = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(ids.ndim, ids.ndim + table.ndim - 1)),
+        collapsed_slice_dims=(0,), start_index_map=(0,))
+    return jax.lax.gather(table, safe[..., None], dims, (1,) + table.shape[1:],
+                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)

