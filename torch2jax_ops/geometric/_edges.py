@@ -23,10 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checking import REDUCTIONS, as_array, check_reduce, debug_check, is_traced, static_int
-from ..torch_scatter._gather import take_groups
+from ..torch_scatter._gather import slot_sum, take_groups, take_rows
 from ..torch_scatter._groups import Groups
 
-__all__ = ["edge_array", "node_count", "check_ids", "valid", "gather", "aggregate"]
+__all__ = ["edge_array", "node_count", "check_ids", "valid", "gather", "gather_rows",
+           "slot_sum", "aggregate"]
 
 
 def edge_array(edge_index: Any, num_nodes: Optional[int] = None,
@@ -89,6 +90,13 @@ def valid(ids: jax.Array, num_nodes: int) -> jax.Array:
 def gather(x: jax.Array, ids: jax.Array) -> jax.Array:
     """``x[ids]`` along axis 0, zeros for dropped ids (the gradient accumulates as torch's)."""
     return take_groups(x, ids, 0)
+
+
+def gather_rows(x: jax.Array, ids: jax.Array) -> jax.Array:
+    """:func:`gather` as a plain gather from ``x`` with a zero row appended: for rows a
+    reduction reads (attention queries, keys, values); see
+    :func:`~torch2jax_ops.torch_scatter._gather.take_rows` for when each form is faster."""
+    return take_rows(x, ids, 0)
 
 
 def aggregate(messages: jax.Array, index: jax.Array, num_nodes: int, reduce: str = "sum", *,

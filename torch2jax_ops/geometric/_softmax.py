@@ -11,7 +11,7 @@ from jax.typing import ArrayLike
 from .. import _dtypes
 from .._checking import as_array, is_traced, normalize_dim
 from ..torch_scatter._gather import csr_ids
-from ._edges import check_ids, gather, node_count, valid
+from ._edges import check_ids, gather, gather_rows, node_count, slot_sum, valid
 
 __all__ = ["softmax", "segment_softmax", "softmax_aggregate"]
 
@@ -104,16 +104,17 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
     loops = 0 if loop_scores is None else loop_scores.shape[0]
     if loops:
         top = top.at[:loops].max(jax.lax.stop_gradient(loop_scores))
-    e = jnp.exp(scores - gather(top, index))[..., None]
+    e = jnp.exp(scores - gather_rows(top, index))
     acc = _dtypes.accumulation_dtype(messages.dtype)
-    weighted = e if weights is None else e * weights[..., None].astype(e.dtype)
-    both = jax.ops.segment_sum(jnp.concatenate([weighted * messages, e], axis=-1).astype(acc),
-                               index, n)
+    weighted = e if weights is None else e * weights.astype(e.dtype)
+    # numerator and denominator as two sums (not one of [e * m, e]): the gradient
+    # then gathers each back without slicing a [n, *H, C + 1] cotangent
+    num = slot_sum((weighted[..., None] * messages).astype(acc), index, n)
+    den = slot_sum(e.astype(acc), index, n)
     if loops:
         assert loop_scores is not None and loop_messages is not None  # loops > 0 needs both
-        e_loop = jnp.exp(loop_scores - top[:loops])[..., None]
-        w_loop = e_loop if loop_weights is None else \
-            e_loop * loop_weights[..., None].astype(e_loop.dtype)
-        both = both.at[:loops].add(
-            jnp.concatenate([w_loop * loop_messages, e_loop], axis=-1).astype(acc))
-    return (both[..., :-1] / (both[..., -1:] + 1e-16)).astype(messages.dtype)
+        e_loop = jnp.exp(loop_scores - top[:loops])
+        w_loop = e_loop if loop_weights is None else e_loop * loop_weights.astype(e_loop.dtype)
+        num = num.at[:loops].add((w_loop[..., None] * loop_messages).astype(acc))
+        den = den.at[:loops].add(e_loop.astype(acc))
+    return (num / (den[..., None] + 1e-16)).astype(messages.dtype)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import gather
+from ..._edges import gather_rows
 from ..._loops import loop_attributes
 from .._common import checked_edges, edge_values, pair
 from ._attention import (
@@ -133,8 +133,8 @@ class GATv2Conv(GatedPropagation):
         x_l, x_r = heads_view(x_l, heads, channels), heads_view(x_r, heads, channels)
         n_src, n_dst = x_src.shape[0], x_dst.shape[0]
         src, dst, n_loops = loop_plan(edge_index, n_src, n_dst, self.add_self_loops)
-        x_j = gather(x_l, src)
-        s = x_j + gather(x_r, dst)
+        x_j = gather_rows(x_l, src)
+        s = x_j + gather_rows(x_r, dst)
         s_loop = x_l[:n_loops] + x_r[:n_loops]
         if edge_attr is not None:
             s = s + self._edge_term(edge_attr)
