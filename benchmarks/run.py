@@ -622,15 +622,25 @@ def ratio_markdown(title: str, intro: str, rows: list[dict], after: str = "") ->
 
 #: Profiles behind the layers rows (2026-11-25, this machine; not re-measured by make bench).
 LAYERS_NOTES = (
-    "Where TransformerConv's time goes (a profile of one step, 2026-11-25): the per-edge "
-    "part is memory-bound passes over E-sized buffers, 38 of them in the compiled step "
-    "(one [E, 4, 8] float32 buffer is 128 MB): the gathers of keys/values and queries, "
-    "the softmax's exp and weighted messages, and their cotangents and scatters, 10-57 ms "
-    "each, about the traffic PyG's kernels move. Tried and dropped: a custom VJP that "
-    "recomputes the gathers in the backward instead of storing them (the attention block "
-    "alone 790 vs 612 ms: XLA:CPU's gathers cost more than the stored copies), the "
-    "per-edge dot as a chain of multiply-adds (-10% on the block alone, +11% in the "
-    "model), XLA without its YNNPACK fusions (-3.5%).")
+    "Where TransformerConv's time goes (profiles of one step, 2026-11-25): memory-bound "
+    "passes over E-sized buffers (one [E, 4, 8] float32 buffer is 128 MB): the gathers of "
+    "keys, values and queries, the softmax's exp and weighted messages, their cotangents "
+    "and four scatters, 10-34 ms each. What took it from 0.77 to about 0.5 of PyG: keys "
+    "and values gathered separately (one [k, v] gather was sliced, and XLA:CPU copied each "
+    "slice out for the reduction that reads it), gathers with no mask after them "
+    "(take_rows: the table gets a zero row for dropped ids; jnp.take's fill mode selects "
+    "after the gather, another copy), the softmax's numerator and denominator summed "
+    "separately into a slot for dropped ids (slot_sum: the gradient's gathers are "
+    "unmasked too, and the score cotangent's reduction no longer reads a sliced [E, 4, 1] "
+    "operand, 45 -> 23 ms). The unmasked gather is not faster everywhere: as the default it "
+    "made PNAConv 25% slower (XLA stored its two 1 GB gathered message arrays instead of "
+    "re-gathering inside each consumer), so only the attention convs use it. Part of both "
+    "sides' time is the kernel zeroing fresh pages: a step of ours takes 210k minor page "
+    "faults (0.33 s of system CPU), PyG's 500k (0.76 s), as large buffers are mmap'd anew "
+    "on every call. Tried and dropped: a custom VJP that recomputes the gathers in the "
+    "backward (slower), the per-edge dot as a chain of multiply-adds or as a matmul with a "
+    "block-diagonal ones matrix (slower in the model), XLA without its YNNPACK fusions "
+    "(-3.5%).")
 
 #: Profiles behind the loader rows (2026-11-25, this machine; not re-measured by make bench).
 LOADER_NOTES = (
