@@ -228,7 +228,11 @@ def test_a_tracer_cannot_go_to_torch():
 @pytest.mark.parametrize("bad, error, words", [
     (np.ones(3), TypeError, "jnp.asarray"),
     (jnp.ones(3), TypeError, "already a JAX array"),
-    (torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (3,)), TypeError, "to_dense"),
+    (torch.tensor([[1.0, 0.0], [0.0, 2.0]]).to_sparse_bsr((1, 1)), TypeError,
+     "to_sparse_csr"),
+    (torch.sparse_coo_tensor(torch.zeros((0, 1), dtype=torch.int64), torch.ones(1, 3), (3,)),
+     ValueError, "no sparse dimension"),
+    (torch.ones(2, 3, 4).to_sparse_csr(), ValueError, "batched"),
     (torch.ones(3, device="meta"), ValueError, "meta"),
 ])
 def test_to_jax_rejects_what_it_cannot_take(bad, error, words):
@@ -345,3 +349,91 @@ def test_optimizer_state_keeps_its_non_tensor_leaves():
     again.load_state_dict(tree_to_torch(tree))
     torch.testing.assert_close(again.state_dict()["state"][0]["exp_avg"],
                                state["state"][0]["exp_avg"])
+
+
+# ------------------------------------------------------------------ sparse tensors
+
+def sparse_cases() -> dict:
+    """Sparse tensors as PyG code builds them: an adjacency with an explicit zero, in each
+    layout; an uncoalesced COO with repeated entries; a hybrid COO with a dense dim."""
+    dense = torch.tensor([[0.0, 2.0, 0.0, 1.5], [3.0, 0.0, 4.0, 0.0], [0.0, 0.0, 0.0, -1.0]])
+    repeated = torch.sparse_coo_tensor(torch.tensor([[2, 0, 2, 1], [1, 3, 1, 0]]),
+                                       torch.tensor([1.0, 2.0, 5.0, -3.0]), (3, 4))
+    hybrid = torch.sparse_coo_tensor(torch.tensor([[0, 2], [1, 3]]),
+                                     torch.arange(6.0).reshape(2, 3), (3, 4, 3))
+    return {"coo": dense.to_sparse(), "csr": dense.to_sparse_csr(),
+            "csc": dense.to_sparse_csc(), "coo-repeated": repeated, "coo-hybrid": hybrid}
+
+
+def sparse_values(t):
+    return t._values() if t.layout == torch.sparse_coo else t.values()
+
+
+@pytest.mark.parametrize("name", list(sparse_cases()))
+def test_sparse_tensor_to_jax(name, on_host):
+    from jax.experimental import sparse as jsparse
+
+    t = sparse_cases()[name]
+    array = to_jax(t)
+    kind = jsparse.BCSR if t.layout == torch.sparse_csr else jsparse.BCOO
+    assert isinstance(array, kind) and array.shape == tuple(t.shape)
+    # the same matrix as torch's to_dense: repeated COO entries add up
+    np.testing.assert_array_equal(np.asarray(array.todense()), t.to_dense().numpy())
+    assert shares_memory(sparse_values(t), array.data)  # values zero-copy
+    assert array.indices.dtype == jnp.int32
+    # sorted / unique flags only where torch knows them (a coalesced COO)
+    known = t.layout == torch.sparse_coo and t.is_coalesced()
+    assert (array.indices_sorted, array.unique_indices) == (known, known)
+
+
+@pytest.mark.parametrize("name", ["coo", "csr", "csc", "coo-repeated"])
+def test_sparse_matmul_matches_torch(name):
+    t = sparse_cases()[name]
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+    np.testing.assert_allclose(np.asarray(to_jax(t) @ to_jax(x)),
+                               torch.sparse.mm(t, x).numpy(), rtol=1e-6)
+    # and under jit, with a gradient for the dense operand
+    grad = jax.jit(jax.grad(lambda a, y: jnp.sum((a @ y) ** 2), argnums=1))(to_jax(t), to_jax(x))
+    xt = x.clone().requires_grad_()
+    torch.sparse.mm(t, xt).square().sum().backward()
+    np.testing.assert_allclose(np.asarray(grad), xt.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(sparse_cases()))
+def test_sparse_round_trip(name):
+    t = sparse_cases()[name]
+    array = to_jax(t)
+    back = to_torch(array)
+    assert back.layout == (torch.sparse_csr if t.layout == torch.sparse_csr else torch.sparse_coo)
+    np.testing.assert_array_equal(back.to_dense().numpy(), t.to_dense().numpy())
+    assert shares_memory(sparse_values(back), array.data)
+    if back.layout == torch.sparse_csr:  # CSR keeps int32 indices, shared
+        assert back.col_indices().dtype == torch.int32
+        assert shares_memory(back.col_indices(), array.indices)
+    else:
+        assert back._indices().dtype == torch.int64
+        assert back.is_coalesced() == (name == "coo")
+
+
+def test_sparse_float64_values_follow_the_dense_rules():
+    t = torch.tensor([[0.0, 1.5], [2.0**-30, 0.0]], dtype=torch.float64).to_sparse()
+    with dtypes.x64(False):
+        with pytest.raises(TypeError, match="64-bit mode"):
+            to_jax(t)
+        down = to_jax(t, allow_downcast=True)
+        assert down.data.dtype == jnp.float32
+        np.testing.assert_array_equal(np.asarray(down.todense()), t.to_dense().float().numpy())
+    with dtypes.x64(True):
+        wide = to_jax(t)
+        assert wide.data.dtype == jnp.float64 and wide.indices.dtype == jnp.int64
+        np.testing.assert_array_equal(np.asarray(wide.todense()), t.to_dense().numpy())
+
+
+def test_sparse_requires_grad_is_detached_and_batched_bcoo_is_refused():
+    from jax.experimental import sparse as jsparse
+
+    t = torch.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse().requires_grad_()
+    np.testing.assert_array_equal(np.asarray(to_jax(t).todense()), [[0.0, 1.0], [2.0, 0.0]])
+    batched = jsparse.BCOO.fromdense(jnp.eye(3)[None].repeat(2, 0), n_batch=1)
+    with pytest.raises(ValueError, match="bcoo_update_layout"):
+        to_torch(batched)

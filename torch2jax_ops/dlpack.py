@@ -14,7 +14,14 @@ copy, or, with ``copy=False``, raise an error that says why. The traps:
   Here that is a TypeError unless ``allow_downcast=True``, which converts to
   the 32-bit type and still refuses integers that do not fit;
 * conjugate- and negative-bit views are resolved (a copy);
-* sparse / meta tensors and traced JAX values are refused with the fix.
+* meta tensors and traced JAX values are refused with the fix.
+
+Sparse tensors go over as their parts: a torch sparse COO tensor becomes a
+``jax.experimental.sparse.BCOO``, CSR a ``BCSR``, CSC a ``BCOO`` (JAX has no
+CSC; the entries keep torch's column-major order); the values are shared as
+any dense tensor is, the indices are int32 copies (shared int64 with JAX's
+64-bit mode on). ``to_torch`` takes a ``BCOO`` or ``BCSR`` back (COO indices
+become int64 copies, as torch requires; CSR keeps int32, shared).
 
 Placement: ``to_jax`` keeps a tensor on its own device (zero-copy) unless
 ``device=`` (a ``jax.Device`` or a ``jax.sharding.Sharding``) asks for
@@ -144,13 +151,16 @@ def place(array: jax.Array, device: Placement, *, copy: Optional[bool] = None,
 
 
 def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = False,
-           device: Placement = None) -> jax.Array:
+           device: Placement = None) -> Any:  # a jax.Array (BCOO / BCSR for sparse tensors)
     """A torch tensor as a JAX array of the same shape and dtype, sharing its memory.
 
     Args:
       tensor: a strided torch tensor of any shape (0-d and empty too) on the
         CPU, or on a GPU that JAX also sees. ``requires_grad`` is fine: the
-        tensor is detached.
+        tensor is detached. A sparse COO / CSR / CSC tensor (CSR and CSC
+        2-D, with dense dims) gives a ``jax.experimental.sparse`` ``BCOO`` /
+        ``BCSR`` / ``BCOO``: values shared as a dense tensor's are, indices
+        int32 copies (int64, shared, in 64-bit mode).
       copy: ``None`` shares when possible and copies otherwise; ``True`` always
         returns an independent copy; ``False`` shares or raises ValueError
         saying why it cannot.
@@ -176,8 +186,7 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
                 "; for NumPy arrays and Python numbers use jnp.asarray")
         raise TypeError(f"to_jax: expected a torch.Tensor, got {type(tensor).__name__}{hint}")
     if tensor.layout != torch.strided:
-        raise TypeError(f"to_jax: DLPack carries dense tensors only, got layout {tensor.layout}; "
-                        f"call tensor.to_dense() first (or convert its indices and values)")
+        return _sparse_to_jax(tensor, copy, allow_downcast, device)
     if tensor.device.type == "meta":
         raise ValueError("to_jax: a tensor on the 'meta' device has no data to share")
     t = tensor.detach()
@@ -221,6 +230,76 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
     return place(array, device, copy=copy, op="to_jax")
 
 
+def _sparse_to_jax(tensor: Any, copy: Optional[bool], allow_downcast: bool,
+                   device: Placement) -> Any:
+    """A torch sparse COO / CSR / CSC tensor as a ``BCOO`` / ``BCSR`` / ``BCOO``."""
+    import torch
+    from jax.experimental import sparse as jsparse
+
+    t = tensor.detach()
+    shape = tuple(t.shape)
+    if t.layout not in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
+        raise TypeError(f"to_jax: a {t.layout} tensor has no JAX counterpart; convert it with "
+                        f".to_sparse_csr() or .to_sparse_coo() (or .to_dense()) first")
+    if t.device.type == "meta":
+        raise ValueError("to_jax: a tensor on the 'meta' device has no data to share")
+
+    def values(v):
+        return to_jax(v, copy=copy, allow_downcast=allow_downcast, device=device)
+
+    def ids(i):
+        # shape dims fit in int32 unless an axis has 2**31 or more entries
+        if _dtypes.x64_enabled():
+            return to_jax(i.contiguous(), copy=copy, device=device)
+        if max(shape, default=0) > np.iinfo(np.int32).max or i.numel() > np.iinfo(np.int32).max:
+            raise OverflowError(f"to_jax: the sparse tensor of shape {shape} has indices that do "
+                                f"not fit in int32; enable jax_enable_x64")
+        return to_jax(i.to(torch.int32).contiguous(), device=device)
+
+    if t.layout == torch.sparse_coo:
+        coalesced = t.is_coalesced()
+        if t.sparse_dim() == 0:
+            raise ValueError("to_jax: a sparse COO tensor with no sparse dimension; use "
+                             "tensor.to_dense()")
+        # [n_sparse, nnz] -> BCOO's [nnz, n_sparse]; values [nnz, *dense] as they are
+        return jsparse.BCOO((values(t._values()), ids(t._indices().T)), shape=shape,
+                            indices_sorted=coalesced, unique_indices=coalesced)
+    if t.dim() - t.dense_dim() != 2:
+        raise ValueError(f"to_jax: a batched {t.layout} tensor (shape {shape}, "
+                         f"{t.dim() - t.dense_dim() - 2} batch dims) is not supported; "
+                         f"convert each matrix, or .to_sparse_coo() it")
+    if t.layout == torch.sparse_csr:
+        return jsparse.BCSR((values(t.values()), ids(t.col_indices()), ids(t.crow_indices())),
+                            shape=shape)
+    # CSC: rows from row_indices, each entry's column from the pointers; torch's
+    # column-major entry order, so neither sorted (row-major) nor known unique
+    pointers = t.ccol_indices()
+    cols = torch.repeat_interleave(torch.arange(shape[1], device=pointers.device),
+                                   pointers[1:] - pointers[:-1])
+    return jsparse.BCOO((values(t.values()), ids(torch.stack([t.row_indices(), cols], dim=1))),
+                        shape=shape)
+
+
+def _sparse_to_torch(array: Any, copy: Optional[bool]) -> Any:
+    """A ``BCOO`` / ``BCSR`` as a torch sparse COO / CSR tensor."""
+    import torch
+    from jax.experimental import sparse as jsparse
+
+    if array.n_batch:
+        raise ValueError(f"to_torch: a {type(array).__name__} with {array.n_batch} batch "
+                         f"dimension(s) has no torch counterpart; "
+                         f"jax.experimental.sparse.bcoo_update_layout(x, n_batch=0) first")
+    data = to_torch(array.data, copy=copy)
+    if isinstance(array, jsparse.BCOO):
+        indices = to_torch(array.indices).T.to(torch.int64)  # torch's COO takes int64 only
+        out = torch.sparse_coo_tensor(indices, data, size=array.shape,
+                                      is_coalesced=bool(array.indices_sorted
+                                                        and array.unique_indices))
+        return out
+    return torch.sparse_csr_tensor(to_torch(array.indptr, copy=copy),
+                                   to_torch(array.indices, copy=copy), data, size=array.shape)
+
+
 def _uncommitted(array: jax.Array) -> jax.Array:
     """The same buffer, uncommitted (what ``jnp.asarray`` gives): jit follows the committed
     operands and moves it there. JAX has no public call for it; where its constructor is
@@ -238,7 +317,9 @@ def to_torch(array: Any, *, copy: Optional[bool] = None) -> Any:  # a torch.Tens
 
     Args:
       array: a concrete ``jax.Array`` on one device (not a tracer from inside
-        ``jax.jit`` / ``grad`` / ``vmap``).
+        ``jax.jit`` / ``grad`` / ``vmap``), or a ``BCOO`` / ``BCSR`` without
+        batch dimensions (a sparse COO tensor with int64 indices, copied / a
+        sparse CSR tensor with the indices shared).
       copy: ``None`` or ``False`` share the buffer (always possible for a
         single-device array); ``True`` returns an independent copy.
 
@@ -254,6 +335,9 @@ def to_torch(array: Any, *, copy: Optional[bool] = None) -> Any:  # a torch.Tens
                         "or call torch from JAX with torch2jax_ops.bridge.as_jax")
     if isinstance(array, torch.Tensor):
         raise TypeError("to_torch: got a torch.Tensor (it is already a torch tensor)")
+    from jax.experimental import sparse as jsparse
+    if isinstance(array, (jsparse.BCOO, jsparse.BCSR)):
+        return _sparse_to_torch(array, copy)
     if not isinstance(array, jax.Array):
         hint = "torch.from_numpy" if isinstance(array, np.ndarray) else "torch.as_tensor"
         raise TypeError(f"to_torch: expected a jax.Array, got {type(array).__name__}; use {hint}")
