@@ -95,6 +95,7 @@ from ._segment import segment as _segment  # noqa: E402
 from ._subgraph import (k_hop_subgraph as _k_hop_subgraph, subgraph as _subgraph,  # noqa: E402
                         subgraph_static as _subgraph_static)
 from ._to_dense_adj import to_dense_adj as _to_dense_adj  # noqa: E402
+from ._spmm import spmm as _spmm, to_edge_index as _to_edge_index  # noqa: E402
 from ..nn._state import next_key as _next_key  # noqa: E402
 
 register_function("torch_geometric.utils.segment", "torch_geometric.utils._segment.segment")(
@@ -103,6 +104,9 @@ register_function("torch_geometric.utils.sort_edge_index",
                   "torch_geometric.utils._sort_edge_index.sort_edge_index")(_sort_edge_index)
 register_function("torch_geometric.utils.to_dense_adj",
                   "torch_geometric.utils._to_dense_adj.to_dense_adj")(_to_dense_adj)
+register_function("torch_geometric.utils.spmm", "torch_geometric.utils._spmm.spmm")(_spmm)
+register_function("torch_geometric.utils.to_edge_index",
+                  "torch_geometric.utils.sparse.to_edge_index")(_to_edge_index)
 register_function("torch_geometric.utils.k_hop_subgraph",
                   "torch_geometric.utils._subgraph.k_hop_subgraph")(_k_hop_subgraph)
 

@@ -27,12 +27,14 @@ from .._segment import segment  # noqa: E402
 from .._subgraph import (k_hop_subgraph, k_hop_subgraph_static, subgraph,  # noqa: E402
                          subgraph_static)
 from .._to_dense_adj import to_dense_adj  # noqa: E402
+from .._spmm import spmm, to_edge_index  # noqa: E402
 
 __all__ += ["segment", "sort_edge_index", "coalesce", "coalesce_static", "to_undirected",
             "to_undirected_static", "subgraph", "subgraph_static", "k_hop_subgraph",
             "k_hop_subgraph_static", "dropout_edge", "dropout_edge_static", "dropout_node",
             "dropout_node_static", "negative_sampling", "negative_sampling_static",
             "to_dense_adj"]  # edge utilities family (issue 16: utils)
+__all__ += ["spmm", "to_edge_index"]  # sparse adjacency (BCOO / BCSR from to_jax)
 
 # Every function also works on arrays placed on a jax.sharding.Mesh (Auto and Explicit mode)
 # and takes out_sharding=: one wrapper at this boundary, one implementation (see _sharding).
