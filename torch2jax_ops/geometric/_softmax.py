@@ -77,9 +77,11 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
     ``scores`` ``[E, *H]``, ``messages`` ``[E, *H, C]`` -> ``[n, *H, C]``: the
     attention-weighted sum of GATConv. The softmax is normalised after the
     sum, ``sum(e * m) / (sum(e) + 1e-16)`` with ``e = exp(score - max)``, which
-    is PyG's ``sum((e / (sum(e) + 1e-16)) * m)`` up to rounding, and numerator
-    and denominator share one scatter: per edge one gather and one divide fewer
-    (forward and backward). Ids outside ``[0, n)`` reach no node; empty nodes get 0.
+    is PyG's ``sum((e / (sum(e) + 1e-16)) * m)`` up to rounding: per edge one
+    gather and one divide fewer (forward and backward). Numerator and
+    denominator are two sums into a slot for dropped ids (``slot_sum``: their
+    gradients gather unmasked). Ids outside ``[0, n)`` reach no node; empty
+    nodes get 0.
 
     ``loop_scores`` ``[L, *H]`` and ``loop_messages`` ``[L, *H, C]`` (``L <= n``)
     add one entry to each node ``i < L``, exactly as a self-loop edge ``(i, i)``
