@@ -22,7 +22,6 @@ from torch2jax_ops.geometric import utils as G
 
 REDUCES = ["sum", "mean", "max", "min"]
 LAYOUTS = ["csr", "coo", "csc", "coo-repeated"]
-TOL = {"float32": 1e-5, "float64": 1e-12}
 
 #: 4 x 5; row 1 is empty; row 0 ties in feature 0 (2 * x[1, 0] == 1 * x[3, 0] == 12);
 #: entry (3, 4) is stored twice in the repeated COO (values 0.5 + 1.5)
@@ -89,22 +88,22 @@ def compare(layout, dtype, reduce, nan=False, jit=False):
     got = fn(a, xj, reduce)
     grad_fn = jax.jit(jax.grad(loss, argnums=(0, 1))) if jit else jax.grad(loss, argnums=(0, 1))
     g_values, g_x = grad_fn(a.data, xj)
-    tol = TOL[dtype]
+    rtol, atol = dtypes.tolerance(dtype)
+    g_rtol, g_atol = dtypes.tolerance(dtype, "grad")
     assert got.dtype == xj.dtype
-    np.testing.assert_allclose(np.asarray(got), out.detach().numpy(), rtol=tol, atol=tol)
-    np.testing.assert_allclose(np.asarray(g_x), x.grad.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.asarray(got), out.detach().numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(np.asarray(g_x), x.grad.numpy(), rtol=g_rtol, atol=g_atol)
     if leaf is not None:
         want = leaf.grad.numpy()
     else:  # CSC: torch's value gradients of the same matrix as CSR, in CSC's entry order
         csr, csr_leaf = matrix("csr", dtype)
         xc = features(dtype, nan).requires_grad_()
         (torch.nan_to_num(U.spmm(csr, xc, reduce)) * weight).sum().backward()
-        by_entry = {(int(r), int(c)): g for r, c, g in zip(
-            U.to_edge_index(csr.detach())[0][0], U.to_edge_index(csr.detach())[0][1],
-            csr_leaf.grad.numpy())}
+        pairs = U.to_edge_index(csr.detach())[0].T.tolist()
+        by_entry = {(r, c): g for (r, c), g in zip(pairs, csr_leaf.grad.numpy())}
         order = U.to_edge_index(adj)[0].T.tolist()
         want = np.array([by_entry[(r, c)] for r, c in order])
-    np.testing.assert_allclose(np.asarray(g_values), want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.asarray(g_values), want, rtol=g_rtol, atol=g_atol)
     return np.asarray(got), np.asarray(g_x)
 
 

@@ -185,10 +185,10 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
         hint = (" (it is already a JAX array)" if isinstance(tensor, jax.Array) else
                 "; for NumPy arrays and Python numbers use jnp.asarray")
         raise TypeError(f"to_jax: expected a torch.Tensor, got {type(tensor).__name__}{hint}")
-    if tensor.layout != torch.strided:
-        return _sparse_to_jax(tensor, copy, allow_downcast, device)
     if tensor.device.type == "meta":
         raise ValueError("to_jax: a tensor on the 'meta' device has no data to share")
+    if tensor.layout != torch.strided:
+        return _sparse_to_jax(tensor, copy, allow_downcast, device)
     t = tensor.detach()
     if t.is_conj():
         _refuse_copy(copy, "it has the conjugate bit set (a lazy .conj())",
@@ -241,8 +241,6 @@ def _sparse_to_jax(tensor: Any, copy: Optional[bool], allow_downcast: bool,
     if t.layout not in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
         raise TypeError(f"to_jax: a {t.layout} tensor has no JAX counterpart; convert it with "
                         f".to_sparse_csr() or .to_sparse_coo() (or .to_dense()) first")
-    if t.device.type == "meta":
-        raise ValueError("to_jax: a tensor on the 'meta' device has no data to share")
 
     def values(v):
         return to_jax(v, copy=copy, allow_downcast=allow_downcast, device=device)
@@ -292,10 +290,9 @@ def _sparse_to_torch(array: Any, copy: Optional[bool]) -> Any:
     data = to_torch(array.data, copy=copy)
     if isinstance(array, jsparse.BCOO):
         indices = to_torch(array.indices).T.to(torch.int64)  # torch's COO takes int64 only
-        out = torch.sparse_coo_tensor(indices, data, size=array.shape,
-                                      is_coalesced=bool(array.indices_sorted
-                                                        and array.unique_indices))
-        return out
+        return torch.sparse_coo_tensor(indices, data, size=array.shape,
+                                       is_coalesced=bool(array.indices_sorted
+                                                         and array.unique_indices))
     return torch.sparse_csr_tensor(to_torch(array.indptr, copy=copy),
                                    to_torch(array.indices, copy=copy), data, size=array.shape)
 

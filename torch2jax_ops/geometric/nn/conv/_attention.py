@@ -8,9 +8,9 @@ reduction name or, for PyG's other aggregations, the converted ``aggr_module``.
 
 The softmax convs take the fast road of GATConv when they aggregate by sum
 (PyG's default for all of them): :func:`attend` normalises after aggregating
-(numerator and denominator summed per node, no per-edge division), and the self-loops PyG appends
-after removing the existing ones enter node-wise (no gather, no scatter for
-them). With another ``aggr`` the loops become edges and the normalised
+(numerator and denominator summed per node, no per-edge division), and the
+self-loops PyG appends after removing the existing ones enter node-wise (no
+gather, no scatter for them). With another ``aggr`` the loops become edges and the normalised
 attention is computed per edge, as PyG does, before ``aggregate``.
 Shapes: scores ``[E, *H]``, messages ``[E, *H, C]``; one head is carried
 without the unit axis (``[E]``, ``[E, C]``), which XLA:CPU runs faster.
