@@ -173,8 +173,11 @@ def _make_tracer_class() -> type:
         # the read-only override is the point: mypy cannot model a __class__ property
         @property  # type: ignore[misc]
         def __class__(self):  # isinstance(x, torch.Tensor) holds for array values
-            if is_array(self.tracer.values.get(self.node)):
+            value = self.tracer.values.get(self.node)
+            if is_array(value):
                 return torch.Tensor
+            if isinstance(value, tuple):  # torch.max(x, dim=0) is a tuple (of proxies)
+                return type(value)
             return type(self)
 
         def __getattr__(self, k: str) -> Any:
@@ -423,7 +426,21 @@ def trace_with(program: _Program, arrays: dict, submodules: dict, args: tuple,
     with (patches(tracer) if patches is not None else contextlib.nullcontext()):
         graph = tracer.trace(root)
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
-    return fx.node.map_arg(output.args[0], lambda n: tracer.values[n])
+    return _plain(fx.node.map_arg(output.args[0], lambda n: tracer.values[n]))
+
+
+def _plain(out: Any) -> Any:
+    """fx's immutable containers (a forward returning a dict: ``{node_type: x}``) as the
+    plain ``dict`` / ``list`` the torch forward built, so the output is a JAX pytree."""
+    from torch.fx.immutable_collections import immutable_dict, immutable_list
+
+    if isinstance(out, immutable_dict):
+        return {k: _plain(v) for k, v in out.items()}
+    if isinstance(out, immutable_list):
+        return [_plain(v) for v in out]
+    if isinstance(out, tuple) and not hasattr(out, "_fields"):
+        return tuple(_plain(v) for v in out)
+    return out
 
 
 # ---------------------------------------------------------------------- the port
@@ -458,7 +475,10 @@ class _Program:
         key = id(tensor)
         if key not in self.constants:
             from ..dlpack import to_jax
-            self.constants[key] = (tensor, to_jax(tensor, device=self.device))
+            # integer constants (offsets, type ids the forward builds with torch.tensor) are
+            # int64 in torch: int32 without JAX's 64-bit mode, their range checked
+            self.constants[key] = (tensor, to_jax(tensor, device=self.device,
+                                                  allow_downcast=not tensor.is_floating_point()))
         return self.constants[key][1]
 
 
@@ -561,8 +581,9 @@ def is_leaf(m: Any) -> bool:
     """
     import torch
 
-    if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
-        return False  # containers: their children are the leaves
+    if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
+                      torch.nn.ParameterList, torch.nn.ParameterDict)):
+        return False  # containers: their children (or parameters) are the leaves
     if converter_for(type(m)) is not None:
         return True
     module = type(m).__module__

@@ -200,6 +200,8 @@ def _flatten_torch(tree: Any, prefix: str = "") -> list:
         return [p for k in _dict_keys(tree) for p in _flatten_torch(tree[k], f"{prefix}[{k!r}]")]
     if isinstance(tree, (tuple, list)):
         return [p for i, v in enumerate(tree) for p in _flatten_torch(v, f"{prefix}[{i}]")]
+    if tree is None:  # no leaf, as in JAX (PyG's hetero layers: None for a type no edge reaches)
+        return []
     return [(prefix, tree)]
 
 

@@ -24,7 +24,7 @@ from ._compare import (
     ParityError,
     ParityResult,
     _finite,
-    _is_tensor,
+    _tensor_paths,
     compare,
     compare_arrays,
 )
@@ -134,7 +134,9 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
         import equinox as eqx
 
         ours = eqx.filter_jit(ours)
-    positions = [0] + ([i + 1 for i, a in enumerate(args) if _is_tensor(a)] if grad_inputs else [])
+    # every argument holding tensors: plain tensors, pairs, and dicts (x_dict of a hetero model)
+    positions = [0] + ([i + 1 for i, a in enumerate(args) if _tensor_paths([a])]
+                       if grad_inputs else [])
     result = compare(theirs, ours, params, *args, grad=grad, grad_wrt=positions, rtol=rtol,
                      atol=atol, seed=seed, name=label, normwise=normwise, precision=precision,
                      **kwargs)
