@@ -17,8 +17,9 @@ all: test
 setup: $(STAMP)
 
 # Order matters: the CPU build of torch first (pinned, so nothing pulls the
-# multi-GB CUDA build), then torch_scatter, which has only a source release
-# and must be compiled against the torch that is already installed.
+# multi-GB CUDA build), then torch_scatter and torch_sparse (PyG samples
+# heterogeneous neighbourhoods with it; SparseTensor inputs), which have only
+# source releases and must be compiled against the torch already installed.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
@@ -26,6 +27,8 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q jax jaxlib numpy
 	$(PY) -c "import torch_scatter" 2>/dev/null || \
 	  $(PIP) install --no-build-isolation torch-scatter
+	$(PY) -c "import torch_sparse" 2>/dev/null || \
+	  $(PIP) install --no-build-isolation torch-sparse
 	$(PIP) install -q -e ".[parity]"
 	$(PY) -c "import torch, torch_scatter, torch_geometric, jax; print('torch', torch.__version__, '| torch_scatter', torch_scatter.__version__, '| torch_geometric', torch_geometric.__version__, '| jax', jax.__version__)"
 	rm -f $(VENV)/.installed-*

@@ -1,7 +1,7 @@
 """A PyG ``Data`` / ``Batch`` as a :class:`~torch2jax_ops.geometric.PaddedGraph`, zero-copy."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import jax
 import numpy as np
@@ -18,7 +18,10 @@ from ._rules import (
     target_dtype,
 )
 
-__all__ = ["from_pyg", "num_graphs_of"]
+if TYPE_CHECKING:
+    from ._hetero import HeteroGraph
+
+__all__ = ["from_pyg", "num_graphs_of", "convert_tensor"]
 
 _FIELDS = ("x", "edge_index", "edge_attr", "y", "batch")
 
@@ -34,7 +37,7 @@ def num_graphs_of(data: Any) -> int:
     return 1
 
 
-def _tensor(t: Any, key: str, *, device: Placement, copy: Optional[bool],
+def convert_tensor(t: Any, key: str, *, device: Placement, copy: Optional[bool],
             allow_downcast: bool, x64: bool, op: str) -> jax.Array:
     """One tensor attribute to JAX by the rules of :mod:`._rules`; errors name ``key``."""
     import torch
@@ -68,7 +71,7 @@ def _host(array: np.ndarray, device: Placement) -> jax.Array:
 
 
 def from_pyg(data: Any, *, device: Placement = None, copy: Optional[bool] = None,
-             allow_downcast: bool = False) -> PaddedGraph:
+             allow_downcast: bool = False) -> Union[PaddedGraph, HeteroGraph]:
     """A PyG ``Data`` or ``Batch`` as a :class:`~torch2jax_ops.geometric.PaddedGraph` of JAX arrays.
 
     Nothing is padded (every mask is all True, there is no padding graph) and
@@ -94,8 +97,14 @@ def from_pyg(data: Any, *, device: Placement = None, copy: Optional[bool] = None
     when it is on; float64 needs the 64-bit mode or ``allow_downcast=True``
     (float32), else a TypeError names the attribute.
 
+    A ``HeteroData`` gives a :class:`~torch2jax_ops.geometric.data.HeteroGraph`
+    by the same rules, per type: ``x_dict``, ``edge_index_dict`` (int32),
+    ``edge_attr_dict``, ``y_dict``, masks per type, ``seed_mask_dict``, and the
+    other attributes in ``extras[type][name]``; call a ported hetero model as
+    ``port(g.x_dict, g.edge_index_dict)``.
+
     Args:
-      data: a ``torch_geometric.data.Data`` or ``Batch``.
+      data: a ``torch_geometric.data.Data``, ``Batch`` or ``HeteroData``.
       device: where the arrays go: JAX's default device (``None``), or a
         ``jax.Device`` / ``jax.sharding.Sharding``. Zero-copy where the
         tensors already are there.
@@ -113,7 +122,12 @@ def from_pyg(data: Any, *, device: Placement = None, copy: Optional[bool] = None
     """
     import torch
 
+    from ._hetero import hetero_from_pyg, is_hetero
+
     op = "from_pyg"
+    if is_hetero(data):
+        return hetero_from_pyg(data, device=device, copy=copy, allow_downcast=allow_downcast,
+                               op=op)
     check_item(data, op=op)
     check_placement(device, op=op)
     target = default_device() if device is None else device
@@ -121,7 +135,7 @@ def from_pyg(data: Any, *, device: Placement = None, copy: Optional[bool] = None
 
     def convert(key: str, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            return _tensor(value, key, device=target, copy=copy, allow_downcast=allow_downcast,
+            return convert_tensor(value, key, device=target, copy=copy, allow_downcast=allow_downcast,
                            x64=x64, op=op)
         return value
 

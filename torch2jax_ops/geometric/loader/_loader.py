@@ -16,7 +16,9 @@ from ... import _dtypes
 from ...dlpack import Placement, default_device
 from .._padding import BucketLadder, PaddedGraph
 from ..data._rules import check_placement
+from ..data._hetero import HeteroLadder
 from ._gather import fast_batches
+from ._hetero import hetero_plan, hetero_source, prepare_hetero
 from ._host import Kinds, other_counts, pad_host, read_item
 from ._plan import Plan, plan_for, plan_from_batch, round_up
 from ._progress import Progress, compilations, uncounted
@@ -147,10 +149,11 @@ class JaxLoader:
     def __init__(self, loader: Any, *, ladder: Optional[BucketLadder] = None, prefetch: int = 2,
                  progress: bool = False, device: Placement = None,
                  allow_downcast: bool = False, exclude: tuple = ()):
-        if ladder is not None and not isinstance(ladder, BucketLadder):
-            raise TypeError(f"{_OP}: `ladder` must be a BucketLadder or None (built from the "
-                            f"loader's sizes), got {type(ladder).__name__}; e.g. "
-                            f"BucketLadder.geometric(max_nodes=..., max_edges=..., max_graphs=...)")
+        if ladder is not None and not isinstance(ladder, (BucketLadder, HeteroLadder)):
+            raise TypeError(f"{_OP}: `ladder` must be a BucketLadder (a HeteroLadder for "
+                            f"HeteroData batches) or None (built from the loader's sizes), got "
+                            f"{type(ladder).__name__}; e.g. BucketLadder.geometric(max_nodes=..., "
+                            f"max_edges=..., max_graphs=...)")
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ValueError(f"{_OP}: `prefetch` must be an int >= 0 (batches prepared ahead; 0: "
                              f"no background thread), got {prefetch!r}")
@@ -178,7 +181,7 @@ class JaxLoader:
                 from None
 
     @property
-    def ladder(self) -> Optional[BucketLadder]:
+    def ladder(self) -> Optional[BucketLadder | HeteroLadder]:
         """The ladder batches are padded to (built on first use when none was given; None
         for a one-shot iterator before its first batch)."""
         self._ensure_plan()
@@ -187,11 +190,19 @@ class JaxLoader:
     def _ensure_plan(self) -> None:
         with self._lock:
             if self._plan is None:
-                self._plan = plan_for(self.loader, self._kinds, op=_OP)
+                self._plan = (hetero_plan(self.loader, op=_OP) if hetero_source(self.loader)
+                              else plan_for(self.loader, self._kinds, op=_OP))
 
     def _prepare(self, item: Any, index: int, target: Any, x64: bool) -> tuple:
         """Convert, pad and place one batch: ``(PaddedGraph on the device, its padded sizes,
-        warnings to issue)``."""
+        warnings to issue)`` (a HeteroGraph for a HeteroData batch)."""
+        if isinstance(getattr(self._plan, "ladder", None), HeteroLadder) or (
+                self._plan is None and hetero_source([item])):
+            with self._lock:
+                graph, sizes, notes, self._plan = prepare_hetero(
+                    item, self._plan, index, target, allow_downcast=self.allow_downcast,
+                    exclude=self.exclude, op=_OP)
+            return graph, sizes, notes
         host = read_item(item, x64=x64, allow_downcast=self.allow_downcast,
                          exclude=self.exclude, op=_OP, where=f"batch {index}: ")
         notes = []
@@ -234,7 +245,8 @@ class JaxLoader:
         self._ensure_plan()
         try:
             # a DataLoader over an InMemoryDataset: the same batches, gathered with NumPy
-            iterator = fast_batches(self.loader) or iter(self.loader)
+            hetero = isinstance(getattr(self._plan, "ladder", None), HeteroLadder)
+            iterator = (None if hetero else fast_batches(self.loader)) or iter(self.loader)
         except TypeError:
             raise TypeError(f"{_OP}: `loader` must be iterable (a DataLoader, NeighborLoader, a "
                             f"list of batches ...), got {type(self.loader).__name__}") from None
