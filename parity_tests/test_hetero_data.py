@@ -3,7 +3,6 @@ heterogeneous loaders, checked against PyG's own batches and layers."""
 import warnings
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

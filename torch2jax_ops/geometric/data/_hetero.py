@@ -193,7 +193,7 @@ class HeteroLadder:
         for q in qs:
             grow = headroom if q == 1.0 else 1.0
 
-            def at(rows, key):
+            def at(rows, key, q=q):
                 return int(np.quantile([row.get(key, 0) for row in rows], q, method="higher"))
             levels.append(({t: _up(at(nodes, t) * grow + 1, multiple) for t in node_types},
                            {r: max(_up(at(edges, r) * grow, multiple), multiple)

@@ -15,8 +15,8 @@ import jax
 from ... import _dtypes
 from ...dlpack import Placement, default_device
 from .._padding import BucketLadder, PaddedGraph
-from ..data._rules import check_placement
 from ..data._hetero import HeteroLadder
+from ..data._rules import check_placement
 from ._gather import fast_batches
 from ._hetero import hetero_plan, hetero_source, prepare_hetero
 from ._host import Kinds, other_counts, pad_host, read_item
