@@ -73,12 +73,34 @@ def test_node_classification_float32_curves_agree_to_rounding():
     check_float32(load("node_classification").main(**NODE, verbose=False), 30)
 
 
+HETERO = dict(steps=30, num_nodes=300, batch_size=32, fanout=(4, 4))
+
+
+@needs_sampler
+@pytest.mark.parametrize("model", ["heteroconv", "to_hetero"])
+def test_hetero_training_curves_agree(model, monkeypatch):
+    """HeteroConv(SAGEConv) / to_hetero(Sequential) on a NeighborLoader over a HeteroData.
+    (PyG compiles a Sequential's forward from a template that imports the module creating
+    it by its file's base name: the script's folder is on sys.path, as when it runs.)"""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    check_curves(load("hetero_training").main(**HETERO, model=model, float64=True,
+                                              verbose=False), 30)
+
+
+@needs_sampler
+def test_hetero_training_float32_curves_agree_to_rounding():
+    check_float32(load("hetero_training").main(**HETERO, verbose=False), 30)
+
+
 @pytest.mark.parametrize("name, argv, expected", [
     ("graph_classification", ["--steps", "3", "--graphs", "40", "--nodes", "10",
                               "--batch-size", "8", "--float64"],
      dict(steps=3, num_graphs=40, avg_nodes=10, batch_size=8, float64=True)),
     ("node_classification", ["--steps", "4", "--nodes", "500", "--fanout", "3", "2"],
      dict(steps=4, num_nodes=500, fanout=(3, 2), float64=False)),
+    ("hetero_training", ["--steps", "5", "--model", "to_hetero", "--nodes", "100",
+                         "--fanout", "2", "2", "--float64"],
+     dict(steps=5, model="to_hetero", num_nodes=100, fanout=(2, 2), float64=True)),
 ])
 def test_examples_take_their_sizes_from_the_command_line(monkeypatch, name, argv, expected):
     example = load(name)
