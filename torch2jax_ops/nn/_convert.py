@@ -11,10 +11,22 @@ from typing import Any, Optional
 import jax
 
 from ..dlpack import Placement, default_device
-from ._registry import class_path, converter_for, converters, fallback
+from ._registry import class_path, converter_for, converters, fallback, family_converter_for
 
 __all__ = ["from_torch", "Converter", "UnsupportedModuleError", "supported_modules",
            "state_arrays"]
+
+
+#: torch's own hooks on a module: a port never runs them
+_TORCH_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                "_backward_pre_hooks")
+#: hooks of a family's protocol (PyG's MessagePassing): run by the family's traced converter
+_FAMILY_HOOKS = ("_propagate_forward_pre_hooks", "_propagate_forward_hooks",
+                 "_message_forward_pre_hooks", "_message_forward_hooks",
+                 "_aggregate_forward_pre_hooks", "_aggregate_forward_hooks",
+                 "_message_and_aggregate_forward_pre_hooks",
+                 "_message_and_aggregate_forward_hooks", "_edge_update_forward_pre_hooks",
+                 "_edge_update_forward_hooks")
 
 
 class UnsupportedModuleError(TypeError):
@@ -75,8 +87,23 @@ class Converter:
         return UnsupportedModuleError(f"from_torch: cannot convert {self.where(module)}: {why}")
 
     def convert(self, module: Any) -> Any:
-        """The registered converter of ``module``'s exact class, else the fx path."""
-        fn = converter_for(type(module)) or fallback()
+        """The registered converter of ``module``'s exact class, else the fx path.
+
+        A module with hooks registered on it: torch's forward / backward hooks
+        cannot run in a port (refused, naming them); hooks of a family's own
+        protocol (PyG's message / aggregate / propagate hooks, which
+        ``to_hetero_with_bases`` uses) are run by the family's traced converter,
+        never silently dropped by a hand-written port.
+        """
+        torch_hooks = [h for h in _TORCH_HOOKS if getattr(module, h, None)]
+        if torch_hooks:
+            raise self.unsupported(module, f"it has torch hooks ({', '.join(torch_hooks)}); "
+                                           f"a port cannot run them: remove them before "
+                                           f"from_torch, or port what they do in the model")
+        fn = converter_for(type(module))
+        if fn is not None and any(getattr(module, h, None) for h in _FAMILY_HOOKS):
+            fn = family_converter_for(type(module))
+        fn = fn or fallback()
         if fn is None:
             raise self.unsupported(module, "no converter is registered for its class")
         return fn(module, self)

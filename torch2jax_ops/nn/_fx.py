@@ -42,6 +42,7 @@ from ._registry import (
     methods,
     register_fallback,
     register_function,
+    register_method,
 )
 from ._state import key_scope, next_key  # noqa: F401  (next_key: the table's random ops)
 
@@ -603,8 +604,9 @@ def _children(module: Any, ctx: Converter) -> dict:
     def walk(m: Any, prefix: str) -> None:
         for name, tensor in list(m.named_parameters(recurse=False)) + list(
                 m.named_buffers(recurse=False)):
-            if tensor is not None:
-                children[prefix + name] = ctx.array(tensor)
+            if tensor is not None:  # integer buffers are counters (num_batches_tracked)
+                children[prefix + name] = ctx.array(
+                    tensor, allow_downcast=not (tensor.is_floating_point() or tensor.is_complex()))
         for name, sub in m.named_children():
             path = prefix + name
             if is_leaf(sub):
@@ -637,6 +639,8 @@ def convert_traced(module: Any, ctx: Converter) -> TracedModule:
 # ``data.x``, ``out[0]``): the interpreter needs them before any table entry.
 register_function("builtins.getattr")(builtins.getattr)
 register_function("operator.getitem")(operator.getitem)
+# ``tensor.__getitem__(i)`` spelled as a method (fx records it so for a buffer's proxy)
+register_method("__getitem__")(operator.getitem)
 
 
 @register_function("operator.setitem")

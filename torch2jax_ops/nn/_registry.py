@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Callable, TypeVar
 
 __all__ = ["register_converter", "register_function", "register_method", "register_fallback",
-           "class_path", "converter_for", "fallback", "converters", "functions", "methods",
+           "class_path", "converter_for", "family_converter_for", "fallback", "converters", "functions", "methods",
            "mapping_table"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -109,6 +109,17 @@ def converter_for(cls: type) -> Callable[..., Any] | None:
     if exact is not None:
         return exact
     for base in getattr(cls, "__mro__", (cls,))[1:]:
+        family = _SUBCLASS_CONVERTERS.get(class_path(base))
+        if family is not None:
+            return family
+    return None
+
+
+def family_converter_for(cls: type) -> Callable[..., Any] | None:
+    """The converter of ``cls``'s nearest registered base (``subclasses=True``
+    registrations: a family that converts any member by tracing it), ignoring an
+    exact converter of ``cls`` itself; None if there is none."""
+    for base in getattr(cls, "__mro__", (cls,)):
         family = _SUBCLASS_CONVERTERS.get(class_path(base))
         if family is not None:
             return family
