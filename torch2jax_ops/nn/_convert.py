@@ -161,4 +161,15 @@ def from_torch(module: Any, *, copy: Optional[bool] = None, device: Placement = 
         raise TypeError(f"from_torch: `device` must be a jax.Device or a jax.sharding.Sharding, "
                         f"got {device!r} (torch devices are not JAX devices: use "
                         f"jax.devices()[i])")
+    from torch.nn.parameter import is_lazy
+
+    lazy = [name for name, p in list(module.named_parameters()) + list(module.named_buffers())
+            if is_lazy(p)]
+    if lazy:
+        shown = ", ".join(f"`{n}`" for n in lazy[:4]) + (" ..." if len(lazy) > 4 else "")
+        raise UnsupportedModuleError(
+            f"from_torch: {len(lazy)} parameter(s) of {type(module).__name__} are not sized yet "
+            f"({shown}): lazy layers (Linear(-1, ...), SAGEConv((-1, -1), ...)) get their "
+            f"shapes from the first forward. Run one forward in torch first (with torch."
+            f"no_grad(), on any batch of your data), then convert")
     return Converter(copy, device=device).convert(module)
