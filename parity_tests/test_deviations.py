@@ -529,3 +529,55 @@ def test_to_dense_batch_rejects_an_unsorted_batch():
         x, b, max_num_nodes=4, batch_size=2)))
     with pytest.raises(Exception, match="sorted"):
         checked(jnp.arange(6.0).reshape(6, 1), jnp.array([1, 0, 0, 1, 1, 1]))
+
+
+# ------------------------------------------------------------------ heterogeneous layers
+
+def test_hetero_linear_is_sorted_with_unsorted_types_gives_each_row_its_weight():
+    """PyG's HeteroLinear(is_sorted=True) builds its segment pointer as if type_vec were
+    sorted: an unsorted one hands rows other types' weights. The port's answer is the
+    per-row formula x_i @ W[t_i] + b[t_i] (PyG's is_sorted=False result)."""
+    import torch
+    import torch_geometric.nn as tnn
+
+    from torch2jax_ops.nn import from_torch
+
+    torch.manual_seed(0)
+    layer = tnn.HeteroLinear(6, 5, num_types=4, is_sorted=True).eval()
+    x = torch.randn(9, 6)
+    type_vec = torch.tensor([3, 0, 2, 0, 1, 3, 1, 2, 0])
+    w, b = layer.weight.detach().numpy(), layer.bias.detach().numpy()
+    truth = np.einsum("ni,nio->no", x.numpy(), w[type_vec.numpy()]) + b[type_vec.numpy()]
+    ours = np.asarray(from_torch(layer)(jnp.asarray(x.numpy()), jnp.asarray(type_vec.numpy())))
+    np.testing.assert_allclose(ours, truth, rtol=1e-5, atol=1e-5)
+    assert np.abs(layer(x, type_vec).detach().numpy() - truth).max() > 0.1  # PyG's answer
+    layer.is_sorted = False
+    np.testing.assert_allclose(layer(x, type_vec).detach().numpy(), truth, rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_hgt_pairs_relation_matrices_by_edge_type_whatever_the_dict_order():
+    """PyG's HGTConv stacks the edge types in edge_index_dict's order and reads them with
+    HeteroLinear(is_sorted=True): any order but the metadata's gives some edge types another
+    relation's matrices. JAX sorts dict keys under jit, so the port pairs by edge type:
+    PyG's answer for data.edge_index_dict, in any order."""
+    import torch
+    import torch_geometric.nn as tnn
+
+    from parity_tests.cases.hetero import built, hetero_graph
+    from torch2jax_ops.nn import from_torch
+
+    module, (x, e) = built(lambda data: tnn.HGTConv(-1, 8, data.metadata(), heads=2),
+                           "float32", "dblp-like")
+    assert list(e) == hetero_graph().metadata()[1]
+    reordered = dict(reversed(list(e.items())))
+    in_order, pyg_reordered = module(x, e), module(x, reordered)
+    assert not torch.allclose(in_order["paper"], pyg_reordered["paper"], atol=1e-3)
+    port = from_torch(module)
+    xj = {k: jnp.asarray(v.numpy()) for k, v in x.items()}
+    ej = {k: jnp.asarray(v.numpy(), jnp.int32) for k, v in reordered.items()}
+    out = jax.jit(lambda a, b: port(a, b))(xj, ej)
+    for t, value in in_order.items():
+        np.testing.assert_allclose(np.asarray(out[t]), value.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+

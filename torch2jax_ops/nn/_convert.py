@@ -95,6 +95,17 @@ class Converter:
         ``to_hetero_with_bases`` uses) are run by the family's traced converter,
         never silently dropped by a hand-written port.
         """
+        from torch.nn.parameter import is_lazy
+
+        lazy = [name for name, p in list(module.named_parameters()) +
+                list(module.named_buffers()) if is_lazy(p)]
+        if lazy:  # (lazy modules also hold the forward pre-hook that sizes them)
+            shown = ", ".join(f"`{n}`" for n in lazy[:4]) + (" ..." if len(lazy) > 4 else "")
+            raise self.unsupported(
+                module, f"{len(lazy)} parameter(s) are not sized yet ({shown}): lazy layers "
+                        f"(Linear(-1, ...), SAGEConv((-1, -1), ...)) get their shapes from the "
+                        f"first forward. Run one forward in torch first (with torch.no_grad(), "
+                        f"on any batch of your data), then convert")
         torch_hooks = [h for h in _TORCH_HOOKS if getattr(module, h, None)]
         if torch_hooks:
             raise self.unsupported(module, f"it has torch hooks ({', '.join(torch_hooks)}); "
@@ -161,15 +172,4 @@ def from_torch(module: Any, *, copy: Optional[bool] = None, device: Placement = 
         raise TypeError(f"from_torch: `device` must be a jax.Device or a jax.sharding.Sharding, "
                         f"got {device!r} (torch devices are not JAX devices: use "
                         f"jax.devices()[i])")
-    from torch.nn.parameter import is_lazy
-
-    lazy = [name for name, p in list(module.named_parameters()) + list(module.named_buffers())
-            if is_lazy(p)]
-    if lazy:
-        shown = ", ".join(f"`{n}`" for n in lazy[:4]) + (" ..." if len(lazy) > 4 else "")
-        raise UnsupportedModuleError(
-            f"from_torch: {len(lazy)} parameter(s) of {type(module).__name__} are not sized yet "
-            f"({shown}): lazy layers (Linear(-1, ...), SAGEConv((-1, -1), ...)) get their "
-            f"shapes from the first forward. Run one forward in torch first (with torch."
-            f"no_grad(), on any batch of your data), then convert")
     return Converter(copy, device=device).convert(module)

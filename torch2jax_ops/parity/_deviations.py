@@ -211,6 +211,20 @@ DEVIATIONS = (
         "ValueError on a concrete unsorted batch; under jit the order is checked through "
         "torch2jax_ops.checked",
         _PROOF + "test_to_dense_batch_rejects_an_unsorted_batch"),
+    Deviation(
+        "hetero-linear-is-sorted", ("geometric.nn.HeteroLinear",),
+        "torch_geometric.nn.HeteroLinear(is_sorted=True) with an unsorted `type_vec` builds "
+        "its segment pointer as if it were sorted: rows get other types' weights",
+        "every row gets its own type's weight (x_i @ W[t_i] + b[t_i]); is_sorted is a speed "
+        "hint only",
+        _PROOF + "test_hetero_linear_is_sorted_with_unsorted_types_gives_each_row_its_weight"),
+    Deviation(
+        "hgt-edge-type-order", ("geometric.nn.HGTConv",),
+        "torch_geometric.nn.HGTConv pairs relation matrices with edge types by the order of "
+        "`edge_index_dict`: any order but the metadata's mixes relations up",
+        "each edge type gets its own relation matrices whatever the dict order (JAX sorts "
+        "dict keys under jit): PyG's result for data.edge_index_dict",
+        _PROOF + "test_hgt_pairs_relation_matrices_by_edge_type_whatever_the_dict_order"),
 )
 
 

@@ -1,27 +1,19 @@
 """A PyG ``Data`` / ``Batch`` as a :class:`~torch2jax_ops.geometric.PaddedGraph`, zero-copy."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Union
 
 import jax
 import numpy as np
 
 from ... import _dtypes
-from ...dlpack import Placement, default_device, to_jax
+from ...dlpack import Placement, default_device
 from .._padding import PaddedGraph
-from ._rules import (
-    BOOKKEEPING,
-    check_fits,
-    check_item,
-    check_placement,
-    check_torch_device,
-    target_dtype,
-)
+from ._hetero import HeteroGraph, hetero_from_pyg, is_hetero
+from ._rules import BOOKKEEPING, check_item, check_placement
+from ._tensor import convert_tensor
 
-if TYPE_CHECKING:
-    from ._hetero import HeteroGraph
-
-__all__ = ["from_pyg", "num_graphs_of", "convert_tensor"]
+__all__ = ["from_pyg", "num_graphs_of"]
 
 _FIELDS = ("x", "edge_index", "edge_attr", "y", "batch")
 
@@ -35,35 +27,6 @@ def num_graphs_of(data: Any) -> int:
     if batch is not None and batch.numel():
         return int(batch.max()) + 1
     return 1
-
-
-def convert_tensor(t: Any, key: str, *, device: Placement, copy: Optional[bool],
-            allow_downcast: bool, x64: bool, op: str) -> jax.Array:
-    """One tensor attribute to JAX by the rules of :mod:`._rules`; errors name ``key``."""
-    import torch
-
-    if t.layout != torch.strided:
-        raise TypeError(f"{op}: `{key}` is a {t.layout} tensor; only dense tensors are taken "
-                        f"(data.{key} = data.{key}.to_dense(), or keep an edge_index)")
-    check_torch_device(t.device, key, op=op)
-    name = _dtypes.name_of(t.dtype)
-    target = target_dtype(name, key, x64=x64, allow_downcast=allow_downcast, op=op)
-    if target is not None:
-        if copy is False:
-            raise ValueError(f"{op}: `{key}` is {name} and becomes {target}, a new buffer, but "
-                             f"copy=False; pass copy=None to allow the conversion (copy=False "
-                             f"shares only what keeps its dtype)")
-        if name in ("int64", "uint64") and t.numel():
-            signed = t if name == "int64" else t.view(torch.int64)
-            lo, hi = (int(v) for v in torch.aminmax(signed.detach()))
-            if name == "uint64" and lo < 0:
-                hi = 2 ** 64 - 1
-            check_fits(lo, hi, target, key, x64=x64, op=op)
-        t = t.detach().to(_dtypes.torch_dtype(target))
-    try:
-        return to_jax(t, copy=copy, allow_downcast=False, device=device)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise type(exc)(f"{op}: `{key}`: {exc}") from exc
 
 
 def _host(array: np.ndarray, device: Placement) -> jax.Array:
@@ -121,8 +84,6 @@ def from_pyg(data: Any, *, device: Placement = None, copy: Optional[bool] = None
       ValueError: a CUDA tensor while JAX has no GPU (saying how to move it).
     """
     import torch
-
-    from ._hetero import hetero_from_pyg, is_hetero
 
     op = "from_pyg"
     if is_hetero(data):

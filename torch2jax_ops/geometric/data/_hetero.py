@@ -22,8 +22,8 @@ import numpy as np
 
 from ... import _dtypes
 from ...dlpack import Placement, default_device
-from ._from_pyg import convert_tensor
 from ._rules import BOOKKEEPING, check_placement
+from ._tensor import convert_tensor
 
 __all__ = ["HeteroGraph", "HeteroLadder", "hetero_from_pyg", "pad_hetero", "is_hetero",
            "hetero_sizes"]

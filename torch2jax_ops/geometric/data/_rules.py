@@ -38,8 +38,9 @@ def check_item(obj: Any, *, op: str, mappings: bool = False, where: str = "") ->
         return "pyg"
     pyg = sys.modules.get("torch_geometric.data")
     if pyg is not None and isinstance(obj, getattr(pyg, "HeteroData", ())):
-        raise TypeError(f"{op}: {where}got a HeteroData; only homogeneous graphs are taken: "
-                        f"convert it with data.to_homogeneous() first")
+        raise TypeError(f"{op}: {where}got a HeteroData among homogeneous batches; a loader "
+                        f"yields one kind: all HeteroData (padded per type as HeteroGraphs) "
+                        f"or all Data/Batch")
     if mappings and isinstance(obj, dict) and "edge_index" in obj and (
             "x" in obj or "num_nodes" in obj):
         return "mapping"

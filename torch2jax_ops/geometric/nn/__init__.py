@@ -10,6 +10,7 @@ zero-copy over DLPack. Older PyG checkpoints load with
 ``GCNConv.from_state_dict`` / ``GATConv.from_state_dict``.
 """
 from . import aggr, conv, norm, pool
+from ._hetero_linear import HeteroDictLinear, HeteroLinear
 from ._message_passing import MessagePassing
 from ._models import MLP
 from .aggr import *  # noqa: F401,F403  (as torch_geometric.nn exports them)
@@ -17,5 +18,6 @@ from .conv import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
 
-__all__ = (["aggr", "conv", "norm", "pool", "MessagePassing", "MLP"] + conv.__all__
+__all__ = (["aggr", "conv", "norm", "pool", "MessagePassing", "MLP", "HeteroLinear",
+            "HeteroDictLinear"] + conv.__all__
            + aggr.__all__ + norm.__all__ + pool.__all__)

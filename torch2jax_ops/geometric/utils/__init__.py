@@ -36,6 +36,10 @@ __all__ += ["segment", "sort_edge_index", "coalesce", "coalesce_static", "to_und
             "to_dense_adj"]  # edge utilities family (issue 16: utils)
 __all__ += ["spmm", "to_edge_index"]  # sparse adjacency (BCOO / BCSR from to_jax)
 
+from .._segment_matmul import segment_matmul  # noqa: E402
+
+__all__ += ["segment_matmul"]  # pyg_lib.ops.segment_matmul (HeteroLinear's kernel)
+
 # Every function also works on arrays placed on a jax.sharding.Mesh (Auto and Explicit mode)
 # and takes out_sharding=: one wrapper at this boundary, one implementation (see _sharding).
 import inspect as _inspect  # noqa: E402

@@ -22,6 +22,8 @@ from ._gen_conv import GENConv
 from ._general_conv import GeneralConv
 from ._gin_conv import GINConv, GINEConv
 from ._graph_conv import GraphConv
+from ._heat_conv import HEATConv
+from ._hgt_conv import HGTConv
 from ._le_conv import LEConv
 from ._mixhop_conv import MixHopConv
 from ._nn_conv import NNConv
@@ -45,4 +47,6 @@ __all__ = ["GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv",
            # edge, relational and point family
            "EdgeConv", "PNAConv", "RGCNConv", "FastRGCNConv", "GENConv", "NNConv", "CGConv",
            "PointNetConv",
+           # heterogeneous family
+           "HGTConv", "HEATConv",
            ]
