@@ -200,3 +200,20 @@ def test_a_mixed_loader_names_the_odd_batch():
     batches = [data, Data(x=torch.randn(3, 2), edge_index=torch.zeros(2, 0, dtype=torch.long))]
     with pytest.raises(TypeError, match="batch 1: expected a torch_geometric.data.HeteroData"):
         list(JaxLoader(batches))
+
+
+def test_jax_loader_wraps_an_hgt_loader():
+    pytest.importorskip("torch_sparse", reason="HGTLoader samples with torch-sparse")
+    from torch_geometric.loader import HGTLoader
+
+    data = labelled()
+    torch.manual_seed(0)
+    sampler = HGTLoader(data, num_samples={t: [3, 2] for t in data.node_types}, batch_size=3,
+                        input_nodes=("paper", None))
+    batches = list(sampler)
+    for batch, g in zip(batches, JaxLoader(batches)):
+        for t in batch.node_types:
+            n = batch[t].num_nodes
+            np.testing.assert_array_equal(np.asarray(g.x_dict[t][:n]), batch[t].x.numpy())
+        assert int(g.seed_mask_dict["paper"].sum()) == batch["paper"].batch_size
+    assert [type(g) for g in JaxLoader(sampler)] == [HeteroGraph] * len(sampler)
