@@ -218,7 +218,7 @@ def test_cached_layers(make):
     (lambda: tnn.LEConv(6, 4, flow="target_to_source"), "flow='target_to_source'"),
     (lambda: tnn.LEConv(6, 4, aggr=tnn.aggr.LSTMAggregation(4, 4)), "aggr="),
     (lambda: tnn.TAGConv(6, 4, decomposed_layers=2), "decomposed_layers=2"),
-    (lambda: tnn.ARMAConv(-1, 4), "not initialised"),
+    (lambda: tnn.ARMAConv(-1, 4), "not sized yet"),
     (lambda: tnn.ARMAConv(6, 4, act=lambda v: 2 * v), "act="),
 ], ids=["flow", "aggr-lstm", "decomposed-layers", "lazy", "act-lambda"])
 def test_refused_settings_name_the_setting(make, why):

@@ -23,6 +23,11 @@ any dense tensor is, the indices are int32 copies (shared int64 with JAX's
 64-bit mode on). ``to_torch`` takes a ``BCOO`` or ``BCSR`` back (COO indices
 become int64 copies, as torch requires; CSR keeps int32, shared).
 
+Tensor subclasses with a JAX counterpart (:func:`register_tensor_type`) become
+it: PyG's ``torch_geometric.EdgeIndex`` becomes
+``torch2jax_ops.geometric.EdgeIndex`` (its index converted as above, its sort
+order and sizes kept) once ``torch2jax_ops.geometric`` is loaded.
+
 Placement: ``to_jax`` keeps a tensor on its own device (zero-copy) unless
 ``device=`` (a ``jax.Device`` or a ``jax.sharding.Sharding``) asks for
 another, which costs one explicit transfer (refused with ``copy=False``).
@@ -49,7 +54,7 @@ the leaf's path.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import jax
 import numpy as np
@@ -57,13 +62,50 @@ import numpy as np
 from . import _dtypes
 
 __all__ = ["to_jax", "to_torch", "shares_memory", "tree_to_jax", "tree_to_torch",
-           "default_device", "place"]
+           "default_device", "place", "register_tensor_type"]
 
 #: Where an array goes: a device, a sharding (several devices), or None.
 Placement = Union[jax.Device, jax.sharding.Sharding, None]
 
 #: XLA:CPU shares a host buffer only when it is aligned to this many bytes.
 CPU_ALIGNMENT = 64
+
+#: torch.Tensor subclasses with a JAX counterpart of their own, by dotted class path
+#: (``"torch_geometric.edge_index.EdgeIndex"``): a leaf registry the higher layers fill in
+#: (loading ``torch2jax_ops.geometric`` registers PyG's ``EdgeIndex``), so this module
+#: imports none of them.
+_TENSOR_TYPES: dict[str, Callable[[Any, Callable[[Any], Any]], Any]] = {}
+
+
+def register_tensor_type(path: str,
+                         convert: Callable[[Any, Callable[[Any], Any]], Any]) -> None:
+    """Make :func:`to_jax` convert the torch.Tensor subclass at ``path`` with ``convert``.
+
+    Args:
+      path: the class's ``module.qualname`` (``"torch_geometric.edge_index.EdgeIndex"``);
+        subclasses of it convert the same way unless registered themselves.
+      convert: ``convert(tensor, to_jax_plain)``; ``to_jax_plain(t)`` is :func:`to_jax`
+        on a plain tensor with the caller's ``copy`` / ``allow_downcast`` / ``device``
+        (pass it the subclass's data as a plain ``torch.Tensor``).
+    """
+    if not isinstance(path, str) or "." not in path:
+        raise ValueError(f"register_tensor_type: `path` must be a dotted class path "
+                         f"('package.module.Class'), got {path!r}")
+    if not callable(convert):
+        raise TypeError(f"register_tensor_type: `convert` must be callable, got "
+                        f"{type(convert).__name__}")
+    _TENSOR_TYPES[path] = convert
+
+
+def _tensor_type_converter(tensor: Any) -> Optional[Callable[[Any, Callable[[Any], Any]], Any]]:
+    """The registered converter of ``tensor``'s class (or of its nearest registered base)."""
+    if not _TENSOR_TYPES:
+        return None
+    for cls in type(tensor).__mro__:
+        found = _TENSOR_TYPES.get(f"{cls.__module__}.{cls.__qualname__}")
+        if found is not None:
+            return found
+    return None
 
 
 def _is_compact(t) -> bool:
@@ -185,6 +227,11 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
         hint = (" (it is already a JAX array)" if isinstance(tensor, jax.Array) else
                 "; for NumPy arrays and Python numbers use jnp.asarray")
         raise TypeError(f"to_jax: expected a torch.Tensor, got {type(tensor).__name__}{hint}")
+    if type(tensor) is not torch.Tensor and not isinstance(tensor, torch.nn.Parameter):
+        subclass = _tensor_type_converter(tensor)
+        if subclass is not None:
+            return subclass(tensor, lambda t: to_jax(t, copy=copy, allow_downcast=allow_downcast,
+                                                     device=device))
     if tensor.device.type == "meta":
         raise ValueError("to_jax: a tensor on the 'meta' device has no data to share")
     if tensor.layout != torch.strided:

@@ -194,6 +194,8 @@ def _layers() -> dict[str, tuple[Callable, Callable]]:
         "to_hetero-sum": (_to_hetero("sum"), inputs),
         "to_hetero-mean": (_to_hetero("mean"), inputs),
         "to_hetero-max": (_to_hetero("max"), inputs),
+        "to_hetero_with_bases-2-bases": (_to_hetero_with_bases(2), inputs),
+        "to_hetero_with_bases-4-bases": (_to_hetero_with_bases(4), inputs),
         "HANConv": (_han(heads=2), inputs),
         "HANConv-1-head": (_han(heads=1, negative_slope=0.1), inputs),
         "HeteroDictLinear": (_dict_linear(), x_only),

@@ -17,6 +17,7 @@
 from . import _table, nn, utils  # noqa: F401  (the fx table's PyG entries; nn's converters)
 from . import _table_torch  # noqa: F401  (the fx table's entries for torch2jax_ops.torch)
 from . import data, loader
+from ._edge_index import EdgeIndex
 from ._norm import gcn_norm, gcn_norm_static
 from ._padding import BucketLadder, PaddedGraph, pad_graph, pad_to_bucket
 from ._pool import global_add_pool, global_max_pool, global_mean_pool
@@ -28,6 +29,7 @@ from .utils import (add_remaining_self_loops, add_remaining_self_loops_static, a
                     remove_self_loops_static, scatter, segment, softmax, sort_edge_index,
                     subgraph, subgraph_static, to_dense_adj, to_dense_batch, to_undirected,
                     to_undirected_static)
+from .utils import segment_matmul  # pyg_lib.ops.segment_matmul
 
 __all__ = [
     "nn", "utils", "data", "loader",
@@ -40,7 +42,9 @@ __all__ = [
     "to_undirected_static", "subgraph", "subgraph_static", "k_hop_subgraph",
     "k_hop_subgraph_static", "dropout_edge", "dropout_edge_static", "dropout_node",
     "dropout_node_static", "negative_sampling", "negative_sampling_static", "to_dense_adj",
+    "EdgeIndex",
 ]
+__all__ += ["segment_matmul"]
 
 # Every function also works on arrays placed on a jax.sharding.Mesh (Auto and Explicit mode)
 # and takes out_sharding=: one wrapper at this boundary, one implementation (see _sharding).

@@ -13,6 +13,22 @@ message reaches no node, its gathered features are zeros, it has no weight in
 a degree, a softmax or a mean. Any other id outside ``[0, num_nodes]`` is an
 error (``IndexError`` when the index is concrete; dropped and reported by
 :func:`torch2jax_ops.checked` when traced): negative ids never wrap around.
+
+Graph inputs
+------------
+``edge_index`` is a ``[2, E]`` integer array or an
+:class:`~torch2jax_ops.geometric.EdgeIndex` (the same array with PyG's sort
+order; :func:`edge_array` unwraps it, :func:`targets_sorted` reads the order).
+The layers also take a sparse ``adj_t`` (``BCOO`` / ``BCSR``, see
+:mod:`torch2jax_ops.geometric._adjacency`); the utilities here take edge lists only.
+
+Sorted targets
+--------------
+:func:`aggregate` with ``indices_sorted=True`` reduces with XLA's sorted segment
+ops (``indices_are_sorted=True``): the caller promises that ``index`` never
+decreases (an ``EdgeIndex`` sorted by ``"col"``, a CSR adjacency's rows).
+Only a target row used as it is may be promised: routing an edge to the
+dropped slot in the middle of the list breaks the order.
 """
 from __future__ import annotations
 
@@ -21,18 +37,34 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import sparse as jsparse
 
 from .._checking import REDUCTIONS, as_array, check_reduce, debug_check, is_traced, static_int
 from ..torch_scatter._gather import slot_sum, take_groups, take_rows
 from ..torch_scatter._groups import Groups
+from ._edge_index import EdgeIndex
 
-__all__ = ["edge_array", "node_count", "check_ids", "valid", "gather", "gather_rows",
-           "slot_sum", "aggregate"]
+__all__ = ["edge_array", "is_sparse_matrix", "targets_sorted", "node_count", "check_ids", "valid",
+           "gather", "gather_rows", "slot_sum", "aggregate"]
+
+
+def is_sparse_matrix(x: Any) -> bool:
+    """True for a ``jax.experimental.sparse`` ``BCOO`` / ``BCSR`` (a sparse ``adj_t``)."""
+    return isinstance(x, (jsparse.BCOO, jsparse.BCSR))
 
 
 def edge_array(edge_index: Any, num_nodes: Optional[int] = None,
                name: str = "edge_index", *, op: str) -> jax.Array:
-    """``edge_index`` as a ``[2, E]`` integer array whose ids lie in ``[0, num_nodes]``."""
+    """``edge_index`` (``[2, E]`` array or :class:`EdgeIndex`) as a ``[2, E]`` integer array
+    whose ids lie in ``[0, num_nodes]``."""
+    if isinstance(edge_index, EdgeIndex):
+        edge_index = edge_index.index
+    elif is_sparse_matrix(edge_index):
+        raise TypeError(
+            f"{op}: `{name}` is a sparse matrix ({type(edge_index).__name__}); this op takes an "
+            f"edge list [2, num_edges]. torch2jax_ops.geometric.utils.to_edge_index(adj) gives "
+            f"one: its rows are adj's (row, col) pairs, so for PyG's transposed adj_t "
+            f"(adj_t[i, j] != 0: an edge j -> i) flip them: edge_index[::-1]")
     edge_index = as_array(edge_index, name, op=op)
     if edge_index.ndim != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"{op}: `{name}` must have shape [2, num_edges] (row 0: sources, row 1: "
@@ -42,6 +74,12 @@ def edge_array(edge_index: Any, num_nodes: Optional[int] = None,
     if num_nodes is not None:
         check_ids(edge_index, num_nodes, name, op=op)
     return edge_index
+
+
+def targets_sorted(edge_index: Any) -> bool:
+    """True when ``edge_index`` promises sorted targets: an :class:`EdgeIndex` with
+    ``sort_order="col"`` (what :func:`aggregate`'s ``indices_sorted`` may then take)."""
+    return isinstance(edge_index, EdgeIndex) and edge_index.sort_order == "col"
 
 
 def node_count(num_nodes: Any, index: jax.Array, name: str = "num_nodes",
@@ -100,7 +138,7 @@ def gather_rows(x: jax.Array, ids: jax.Array) -> jax.Array:
 
 
 def aggregate(messages: jax.Array, index: jax.Array, num_nodes: int, reduce: str = "sum", *,
-              op: str = "aggregate") -> jax.Array:
+              op: str = "aggregate", indices_sorted: bool = False) -> jax.Array:
     """PyG's ``utils.scatter(messages, index, dim=0, dim_size=num_nodes, reduce=reduce)``.
 
     ``messages`` ``[E, *F]``, ``index`` ``[E]`` -> ``[num_nodes, *F]``, on the
@@ -110,10 +148,13 @@ def aggregate(messages: jax.Array, index: jax.Array, num_nodes: int, reduce: str
     ``mean`` divides by ``max(count, 1)``; float16/bfloat16 accumulate in
     float32 and round once. min/max follow torch's native rule (PyG 2.x on
     CPU): NaN propagates and tied maxima share the gradient evenly.
+    ``indices_sorted=True`` promises a non-decreasing ``index`` (module
+    docstring): XLA's sorted segment reductions, the same result.
     """
     kind = check_reduce(reduce, REDUCTIONS, "aggr", op=op)
     aligned = (index.shape[0],) + (1,) * (messages.ndim - 1)
-    groups = Groups(messages, index, 0, num_nodes, aligned, op=op)
+    groups = Groups(messages, index, 0, num_nodes, aligned, op=op,
+                    indices_sorted=indices_sorted)
     if kind == "sum":
         result = groups.sum(messages)
     elif kind == "mean":

@@ -261,6 +261,13 @@ def _make_tracer_class() -> type:
 
         def create_arg(self, a: Any) -> Any:
             if isinstance(a, fx.Proxy):  # before fx's Tensor branch: our proxies pass as tensors
+                outer = getattr(a.tracer, "values", {})
+                if a.tracer is not self and a.node in outer:
+                    # a value of an enclosing trace (an attribute the outer forward set on a
+                    # submodule, e.g. to_hetero_with_bases' conv._edge_type): a constant here
+                    node = self.create_node("get_attr", f"_outer_{id(a):x}", (), {})
+                    self.values[node] = outer[a.node]
+                    return node
                 return a.node
             if isinstance(a, torch.Tensor):
                 node = self.create_node("get_attr", self._tensor_name(a), (), {})

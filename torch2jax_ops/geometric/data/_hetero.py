@@ -280,9 +280,9 @@ def pad_hetero(graph: HeteroGraph, num_nodes: dict, num_edges: dict, *,
     for r, index in graph.edge_index_dict.items():
         src, _, dst = r
         e, total = real_e[r], num_edges[r]
-        fill = np.array([[real_n[src]], [real_n[dst]]], np.int32)
+        pad_ids = np.array([[real_n[src]], [real_n[dst]]], np.int32)
         ei[r] = put(np.concatenate([host(index).astype(np.int32),
-                                    np.broadcast_to(fill, (2, total - e))], axis=1))
+                                    np.broadcast_to(pad_ids, (2, total - e))], axis=1))
         em[r] = put(np.arange(total) < e)
         if r in graph.edge_attr_dict:
             ea[r] = put(_rows(host(graph.edge_attr_dict[r]), total))

@@ -5,7 +5,7 @@
 :class:`~torch2jax_ops.geometric.data.HeteroGraph`\\ s."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import jax
 
@@ -53,7 +53,8 @@ def hetero_plan(loader: Any, *, op: str) -> Optional[Plan]:
     if not nodes:
         raise ValueError(f"{op}: the loader yielded no batches")
     headroom = 1.0 if isinstance(loader, (list, tuple)) else 1.1
-    return Plan(HeteroLadder.from_sizes(nodes, edges, headroom=headroom), {},
+    # a Plan whose ladder is a HeteroLadder (JaxLoader dispatches on the ladder's type)
+    return Plan(cast(Any, HeteroLadder.from_sizes(nodes, edges, headroom=headroom)), {},
                 "a pass over the loader")
 
 
@@ -67,9 +68,9 @@ def prepare_hetero(item: Any, plan: Optional[Plan], index: int, target: Any, *,
     nodes, edges = hetero_sizes(item)
     notes = []
     if plan is None:
-        plan = Plan(HeteroLadder.from_sizes([nodes], [edges], quantiles=(1.0,), headroom=1.25),
-                    {}, "the first batch")
-    ladder = plan.ladder
+        plan = Plan(cast(Any, HeteroLadder.from_sizes([nodes], [edges], quantiles=(1.0,),
+                                                      headroom=1.25)), {}, "the first batch")
+    ladder = cast(HeteroLadder, plan.ladder)
     if not ladder.fits(nodes, edges):
         grown = ladder.grown(nodes, edges)
         top_n, top_e = grown.levels[-1]
@@ -78,7 +79,8 @@ def prepare_hetero(item: Any, plan: Optional[Plan], index: int, target: Any, *,
                      f"(one more compilation). Size the ladder for your largest batch up front: "
                      f"JaxLoader(loader, ladder=HeteroLadder.from_sizes([max nodes per type], "
                      f"[max edges per type]))")
-        plan.ladder = ladder = grown
+        plan.ladder = cast(Any, grown)
+        ladder = grown
     sizes = ladder.levels[ladder.pick(nodes, edges)]
     host = hetero_from_pyg(item, device=jax.devices("cpu")[0], allow_downcast=allow_downcast,
                            exclude=exclude, op=op)

@@ -3,19 +3,44 @@
 Shapes: ``x [N, F_in]`` or a bipartite ``(x_src [N_src, F], x_dst [N_dst, F])``
 pair, ``edge_index [2, E]`` whose ids may use the dropped slot ``N`` (see
 :mod:`torch2jax_ops.geometric`), per-edge values with one row per edge.
+
+The graph argument of a layer is an ``edge_index [2, E]``, an
+:class:`~torch2jax_ops.geometric.EdgeIndex`, or a sparse ``adj_t [N_dst, N_src]``
+(``BCOO`` / ``BCSR``, :mod:`torch2jax_ops.geometric._adjacency`): :func:`graph_input`
+reads all three into one :class:`Graph`; each layer then applies PyG's rules for
+its sparse branch (values, self-loops) and passes ``Graph.sorted`` to
+:func:`~torch2jax_ops.geometric._edges.aggregate` where it aggregates over the
+unchanged targets.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 import jax
 
 from ..._checking import REDUCTIONS, as_array
 from ...nn import Converter
-from .._edges import edge_array
+from .._adjacency import Adjacency, adjacency
+from .._edge_index import EdgeIndex
+from .._edges import aggregate, edge_array, gather, is_sparse_matrix, targets_sorted
+from ._message_passing import FUSE_AGGRS
 
 __all__ = ["NodeFeatures", "pair", "checked_edges", "edge_values", "weighted", "check_flow",
-           "check_aggr"]
+           "check_aggr", "Graph", "graph_input", "FUSED_AGGRS", "spmm_adjacency",
+           "refuse_sparse"]
+
+#: PyG's ``FUSE_AGGRS``: the reductions its ``message_and_aggregate`` (``spmm``) serves
+FUSED_AGGRS = FUSE_AGGRS
+
+
+class Graph(NamedTuple):
+    """A layer's graph argument, read once (:func:`graph_input`)."""
+    #: ``[2, E]``: row 0 sources, row 1 targets (a sparse ``adj_t``'s entries, storage order)
+    edge_index: jax.Array
+    #: the sparse ``adj_t`` it came from (values, sizes, the matrix), or None
+    adj: Optional[Adjacency]
+    #: ``edge_index[1]`` never decreases: ``aggregate(..., indices_sorted=sorted)`` may use it
+    sorted: bool
 
 NodeFeatures = Union[jax.Array, tuple]
 
@@ -35,6 +60,91 @@ def checked_edges(edge_index: Any, x_src: jax.Array, x_dst: Optional[jax.Array],
     """``edge_index`` checked against the larger side of a (possibly bipartite) graph."""
     n = max(x_src.shape[0], x_src.shape[0] if x_dst is None else x_dst.shape[0])
     return edge_array(edge_index, n, op=op)
+
+
+def _rows(name: str, x: jax.Array, count: int, what: str, arg: str, shape: tuple, *,
+          op: str) -> None:
+    if x.shape[0] != count:
+        raise ValueError(f"{op}: `{arg}` is a sparse adj_t of shape {shape} ([N_dst, N_src]: "
+                         f"adj_t[i, j] != 0 is an edge j -> i), so `{name}` ({what}) must have "
+                         f"{count} rows, got {x.shape[0]}")
+
+
+def graph_input(edge_index: Any, x_src: jax.Array, x_dst: Optional[jax.Array], *, op: str,
+                name: str = "edge_index", coalesce: bool = False, square: bool = False,
+                names: Optional[tuple[str, str]] = None) -> Graph:
+    """A layer's graph: ``edge_index [2, E]``, an ``EdgeIndex`` or a sparse ``adj_t``.
+
+    Args:
+      edge_index: the graph argument.
+      x_src: the source features ``[N_src, ...]``.
+      x_dst: the target features ``[N_dst, ...]``, or None (then only the
+        sparse ``adj_t``'s shape gives ``N_dst``).
+      coalesce: for a sparse ``adj_t``: sum repeated entries first (where PyG
+        coalesces: ``add_self_loops``, ``spmm`` with a mean / min / max).
+      square: a sparse ``adj_t`` must be ``[N, N]`` (PyG's ``gcn_norm`` asserts it).
+      names: the arguments ``x_src`` / ``x_dst`` come from, for errors (default
+        ``x`` for one node set, ``x[0]`` / ``x[1]`` for a pair).
+
+    Returns:
+      :class:`Graph`: the checked ``[2, E]`` ids (ids in ``[0, max(N_src, N_dst)]``),
+      the :class:`Adjacency` of a sparse input, and whether the targets are sorted
+      (an ``EdgeIndex`` with ``sort_order="col"``, a CSR or sorted COO ``adj_t``).
+    """
+    one = x_dst is x_src
+    src_name, dst_name = names or (("x", "x") if one else ("x[0]", "x[1]"))
+    if is_sparse_matrix(edge_index):
+        adj = adjacency(edge_index, name=name, op=op, coalesce=coalesce)
+        shape = (adj.num_dst, adj.num_src)
+        if square and adj.num_src != adj.num_dst:
+            raise ValueError(f"{op}: `{name}` must be a square adj_t [N, N] (PyG's sparse "
+                             f"branch asserts adj_t.size(0) == adj_t.size(1)), got shape {shape}")
+        _rows(src_name, x_src, adj.num_src, "the sources", name, shape, op=op)
+        if x_dst is not None and not one:
+            _rows(dst_name, x_dst, adj.num_dst, "the targets", name, shape, op=op)
+        elif x_dst is not None and adj.num_src != adj.num_dst:
+            raise ValueError(f"{op}: `{name}` is a non-square adj_t of shape {shape} "
+                             f"([N_dst, N_src]) but `{src_name}` is one node set; pass a pair "
+                             f"(sources [{adj.num_src}, F], targets [{adj.num_dst}, F])")
+        return Graph(adj.edge_index, adj, adj.targets_sorted)
+    if isinstance(edge_index, EdgeIndex):
+        sides = ((0, "num_rows (sources)", x_src, src_name),
+                 (1, "num_cols (targets)", x_dst, dst_name))
+        for axis, what, x, arg in sides:
+            size = edge_index.sparse_size[axis]
+            if size is not None and x is not None and x.shape[0] != size:
+                raise ValueError(f"{op}: `{name}` is an EdgeIndex with sparse_size "
+                                 f"{edge_index.sparse_size}, whose {what} = {size} does not "
+                                 f"match `{arg}` with {x.shape[0]} rows")
+        return Graph(checked_edges(edge_index, x_src, x_dst, op=op), None,
+                     targets_sorted(edge_index))
+    return Graph(checked_edges(edge_index, x_src, x_dst, op=op), None, False)
+
+
+def spmm_adjacency(adj: Adjacency, x: jax.Array, reduce: str, *, op: str) -> jax.Array:
+    """PyG's fused ``message_and_aggregate``: ``spmm(adj_t, x, reduce)``, values included.
+
+    ``x [N_src, F]`` -> ``[N_dst, F]``. A sum runs on the edge list (sorted
+    targets for a CSR ``adj_t``); mean / min / max are
+    :func:`torch2jax_ops.geometric.utils.spmm`'s (torch's rules: repeated
+    entries summed first, the gradient of a tied max to the first entry).
+    """
+    from .._spmm import spmm
+
+    if reduce in ("add", "sum"):
+        src, dst = adj.edge_index[0], adj.edge_index[1]
+        messages = weighted(gather(x, src), adj.values.astype(x.dtype))
+        return aggregate(messages, dst, adj.num_dst, "sum", op=op,
+                         indices_sorted=adj.targets_sorted)
+    return spmm(adj.matrix, x, reduce)
+
+
+def refuse_sparse(edge_index: Any, *, op: str, why: str, name: str = "edge_index") -> None:
+    """A clear error where a layer (or one of its settings) has no sparse ``adj_t`` form."""
+    if is_sparse_matrix(edge_index):
+        raise ValueError(f"{op}: `{name}` is a sparse adj_t ({type(edge_index).__name__}), "
+                         f"which {why}; pass the edge list instead (torch2jax_ops.geometric."
+                         f"utils.to_edge_index(adj_t)[0][::-1]: sources first)")
 
 
 def edge_values(values: Any, edge_index: jax.Array, name: str, *, op: str) -> Optional[jax.Array]:

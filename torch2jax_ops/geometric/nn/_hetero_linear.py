@@ -24,11 +24,6 @@ from .._segment_matmul import typed_matmul
 __all__ = ["HeteroLinear", "HeteroDictLinear"]
 
 
-def _lazy(p: Any) -> bool:
-    return p is None or type(p).__name__ == "UninitializedParameter" or \
-        getattr(p, "is_meta", False)
-
-
 class HeteroLinear(eqx.Module):
     """``torch_geometric.nn.HeteroLinear``: ``out_i = x_i @ weight[type_i] + bias[type_i]``.
 
@@ -112,21 +107,12 @@ class HeteroDictLinear(eqx.Module):
         return out
 
 
-_RUN_FIRST = "run one forward in torch first (so PyG materialises the lazy sizes), then convert"
-
-
 @register_converter("torch_geometric.nn.dense.linear.HeteroLinear")
 def _hetero_linear(m: Any, ctx: Converter) -> HeteroLinear:
-    if _lazy(m.weight):
-        raise ctx.unsupported(m, f"in_channels=-1 is not materialised yet; {_RUN_FIRST}")
     return HeteroLinear(ctx.array(m.weight), ctx.array(m.bias), is_sorted=bool(m.is_sorted))
 
 
 @register_converter("torch_geometric.nn.dense.linear.HeteroDictLinear")
 def _hetero_dict_linear(m: Any, ctx: Converter) -> HeteroDictLinear:
-    lazy = [key for key, lin in m.lins.items() if _lazy(lin.weight)]
-    if lazy:
-        raise ctx.unsupported(m, f"the lazy in_channels=-1 of {lazy} are not materialised yet; "
-                                 f"{_RUN_FIRST} with every type in x_dict")
     lins = {key: ctx.child(lin, f"lins.{key}") for key, lin in m.lins.items()}
     return HeteroDictLinear(lins, types=tuple(m.lins.keys()))

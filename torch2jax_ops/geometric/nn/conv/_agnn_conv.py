@@ -10,7 +10,8 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from ..._edges import edge_array, gather
+from ..._edges import gather
+from .._common import graph_input
 from ._attention import GatedPropagation, attend, l2_normalize, loop_plan
 from ._propagation import check_common, convert_aggr
 
@@ -41,7 +42,9 @@ class AGNNConv(GatedPropagation):
             raise ValueError(f"{op}: `x` must be [num_nodes, channels], got shape "
                              f"{tuple(x.shape)}")
         n, f = x.shape
-        edge_index = edge_array(edge_index, n, op=op)
+        # a sparse adj_t: PyG rebuilds it with its loops, coalesced (values unused)
+        edge_index = graph_input(edge_index, x, x, op=op,
+                                 coalesce=self.add_self_loops).edge_index
         beta = self.beta if self.requires_grad else jax.lax.stop_gradient(self.beta)
         x_norm = l2_normalize(x)
         src, dst, n_loops = loop_plan(edge_index, n, n, self.add_self_loops)

@@ -9,6 +9,8 @@ import jax
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import next_key
+from ..._adjacency import with_values
+from ..._edges import is_sparse_matrix
 from ._propagation import (
     WeightedPropagation,
     check_cache,
@@ -18,6 +20,7 @@ from ._propagation import (
     edges_for,
     gcn_normalized,
     node_features,
+    spmm_message_and_aggregate,
 )
 
 __all__ = ["APPNP"]
@@ -51,26 +54,32 @@ class APPNP(WeightedPropagation):
     training: bool = eqx.field(static=True, default=False)
     aggr: str = eqx.field(static=True, default="add")
     aggr_module: Any = None
+    # PyG's message_and_aggregate(adj_t, x): its own signature, as message's is the layer's
+    message_and_aggregate = spmm_message_and_aggregate  # type: ignore[assignment]
 
     @sharding_aware
     def __call__(self, x, edge_index, edge_weight=None, *, key=None) -> jax.Array:
         op = "APPNP"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]
-        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op)
+        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op, sparse=True)
         if self.normalize:
             edge_index, edge_weight = gcn_normalized(edge_index, edge_weight, n,
                                                      self.add_self_loops, x.dtype)
         drop = self.dropout > 0 and self.training
+        sparse = is_sparse_matrix(edge_index)
         if drop:
-            if edge_weight is None:
+            if edge_weight is None and not sparse:
                 raise ValueError(f"{op}: edge dropout in training mode needs edge weights "
                                  f"(PyG asserts edge_weight is not None): pass edge_weight=..., "
                                  f"or build the layer with normalize=True")
             key = next_key(op) if key is None else key
         h = x
         for k in range(self.K):
-            if drop:  # PyG reassigns edge_weight: the masks of the hops compound
+            if drop and sparse:  # PyG drops out the matrix's values (compounding too)
+                edge_index = with_values(edge_index, edge_dropout(
+                    edge_index.data, self.dropout, jax.random.fold_in(key, k), op=op))
+            elif drop:  # PyG reassigns edge_weight: the masks of the hops compound
                 edge_weight = edge_dropout(edge_weight, self.dropout,
                                            jax.random.fold_in(key, k), op=op)
             x = self.propagate(edge_index, x=x, edge_weight=edge_weight)

@@ -96,9 +96,6 @@ def _arma(m, ctx: Converter) -> ARMAConv:
     import torch
 
     check_common(m, ctx)
-    if isinstance(m.init_weight, torch.nn.parameter.UninitializedParameter):
-        raise ctx.unsupported(m, "its weights are not initialised (lazy in_channels=-1); run "
-                                 "one forward pass in torch first")
     act = act_fn = None
     if isinstance(m.act, torch.nn.Module):
         act = ctx.child(m.act, "act")

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import BatchNorm1d, Converter, Linear, register_converter
-from .._common import check_flow, checked_edges, edge_values, pair
+from .._common import check_flow, edge_values, graph_input, pair
 from .._message_passing import MessagePassing
 from ..aggr._base import aggregate_messages
 from ._edge_family import converted_aggr, drop_from_source, softplus
@@ -40,7 +40,7 @@ class CGConv(MessagePassing):
         x_src, x_dst = pair(x, op=op)
         if x_dst is None:
             raise ValueError(f"{op}: `x` must be an array or an (x_src, x_dst) pair of arrays")
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        edge_index = graph_input(edge_index, x_src, x_dst, op=op).edge_index  # values unused
         edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
         c_dst, c_src = x_dst.shape[-1], x_src.shape[-1]
         width = self.lin_f.weight.shape[1]

@@ -10,8 +10,9 @@ import jax.numpy as jnp
 from ...._checking import debug_check, is_traced
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import aggregate, gather, valid
+from ..._edges import aggregate, gather, is_sparse_matrix, valid
 from ..._loops import _loops, route_self_loops
+from .._common import graph_input
 from ._propagation import WeightedPropagation, check_common, convert_aggr, edges_for, node_features
 
 __all__ = ["ClusterGCNConv"]
@@ -79,7 +80,11 @@ class ClusterGCNConv(WeightedPropagation):
         op = "ClusterGCNConv"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]
-        edge_index, _ = edges_for(edge_index, None, n, op=op)
+        if is_sparse_matrix(edge_index):  # PyG's sparse branch: loops into a coalesced matrix
+            edge_index = graph_input(edge_index, x, x, op=op, coalesce=self.add_self_loops,
+                                     square=True).edge_index
+        else:
+            edge_index, _ = edges_for(edge_index, None, n, op=op)
         edge_index, edge_weight = self._weights(edge_index, n, op)
         out = self.propagate(edge_index, x=x, edge_weight=edge_weight)
         return self.lin_out(out) + self.lin_root(x)

@@ -12,6 +12,7 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._layers import dropout
 from ....nn._state import next_key
+from ..._edges import is_sparse_matrix
 from ._propagation import (
     WeightedPropagation,
     check_cache,
@@ -117,11 +118,11 @@ class DNAConv(WeightedPropagation):
             raise ValueError(f"{op}: feature shape must be [num_nodes, num_layers, channels], "
                              f"got {tuple(x.shape)}")
         n = x.shape[self.node_dim]
-        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op)
+        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op, sparse=True)
         if self.normalize:
             edge_index, edge_weight = gcn_normalized(edge_index, edge_weight, n,
                                                      self.add_self_loops, x.dtype)
-        elif edge_weight is None:
+        elif edge_weight is None and not is_sparse_matrix(edge_index):
             raise ValueError(f"{op}: normalize=False needs `edge_weight` (PyG's message "
                              f"multiplies by it); pass edge_weight=..., or use normalize=True")
         if self.multi_head.training and self.multi_head.dropout > 0 and key is None:

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from .._common import check_flow, checked_edges, pair
+from .._common import check_flow, graph_input, pair
 from .._message_passing import MessagePassing
 from ..aggr._base import aggregate_messages
 from ._edge_family import converted_aggr, drop_from_source, keyed
@@ -36,7 +36,7 @@ class EdgeConv(MessagePassing):
         if x_dst is None:
             raise ValueError(f"{op}: `x` must be an array or an (x_src, x_dst) pair of arrays "
                              f"(x_i is read from x_dst)")
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        edge_index = graph_input(edge_index, x_src, x_dst, op=op).edge_index  # values unused
         edge_index = drop_from_source(edge_index, x_src.shape[0], x_dst.shape[0])
         with keyed(key):
             return self.propagate(edge_index, x=(x_src, x_dst))

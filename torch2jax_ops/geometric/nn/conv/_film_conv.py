@@ -11,7 +11,7 @@ from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, ModuleList, register_converter
 from ..._edges import valid
-from .._common import checked_edges, pair
+from .._common import graph_input, pair
 from ._attention import GatedPropagation, activate, convert_act, drop_dangling
 from ._propagation import check_common, convert_aggr
 
@@ -64,7 +64,12 @@ class FiLMConv(GatedPropagation):
         if x_dst is None:
             raise ValueError(f"{op}: `x` = (x_src, None): the FiLM parameters are computed "
                              f"from the target features; pass (x_src, x_dst)")
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op)  # values unused
+        if graph.adj is not None and self.num_relations > 1:
+            raise ValueError(f"{op}: a sparse adj_t with num_relations={self.num_relations} "
+                             f"is not supported (PyG reads the values as edge_type and fails); "
+                             f"pass the edge list and `edge_type`")
+        edge_index = graph.edge_index
         n_src, n_dst = x_src.shape[0], x_dst.shape[0]
         edge_index = drop_dangling(edge_index, n_src, n_dst)
         beta, gamma = self._film(self.film_skip, x_dst)

@@ -14,7 +14,7 @@ from ....nn._state import next_key
 from ..._edges import gather, valid
 from ..._loops import loop_attributes, route_self_loops
 from ..._softmax import softmax_aggregate
-from .._common import check_flow, checked_edges, edge_values, pair
+from .._common import check_flow, edge_values, graph_input, pair
 
 __all__ = ["GATConv"]
 
@@ -39,6 +39,14 @@ class GATConv(eqx.Module):
     for bipartite input sizes), ``att_src``, ``att_dst`` ``[1, H, C]``,
     ``lin_edge.weight`` and ``att_edge`` with ``edge_dim``, ``res.weight`` with
     ``residual``, ``bias``. Older checkpoints load with :meth:`from_state_dict`.
+
+    ``edge_index`` may be an :class:`~torch2jax_ops.geometric.EdgeIndex` or a
+    sparse ``adj_t [N_dst, N_src]`` (``BCOO`` / ``BCSR``). On ``adj_t``, as in
+    PyG: the values are ignored (attention only reads where the entries are),
+    the diagonal entries are replaced by one loop per node as above, repeated
+    entries count once when loops are added (PyG rebuilds a coalesced matrix),
+    and ``edge_attr`` (one row per stored entry) cannot be combined with
+    ``add_self_loops`` (PyG asserts).
     """
     lin: Optional[Linear]
     lin_src: Optional[Linear]
@@ -73,14 +81,21 @@ class GATConv(eqx.Module):
         op = "GATConv"
         tuple_input = isinstance(x, (tuple, list))
         x_src, x_dst = pair(x, op=op)
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op, coalesce=self.add_self_loops)
+        edge_index = graph.edge_index
         edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
+        if graph.adj is not None and edge_attr is not None and self.add_self_loops:
+            raise ValueError(f"{op}: `edge_attr` with a sparse adj_t and add_self_loops=True is "
+                             f"not supported (PyG's add_self_loops asserts edge_attr is None "
+                             f"for a sparse matrix); pass the edge list instead")
         res = None if (self.res is None or x_dst is None) else self.res(x_dst)
         h_src, h_dst = self._project(x_src, x_dst, tuple_input)
         a_src = jnp.sum(h_src * self.att_src, axis=-1)
         a_dst = None if h_dst is None else jnp.sum(h_dst * self.att_dst, axis=-1)
         n_src = x_src.shape[0]
         n_dst = n_src if x_dst is None else x_dst.shape[0]
+        if graph.adj is not None:
+            n_dst = graph.adj.num_dst
         src, dst = edge_index[0], edge_index[1]
         # PyG removes every loop and appends one per node (min(N_src, N_dst) for bipartite
         # input). Removed loops go to the dropped slot; the new ones never become edges:

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from .._common import checked_edges, edge_values
+from .._common import edge_values, graph_input
 from ._attention import GatedPropagation, drop_dangling
-from ._propagation import check_common, convert_aggr
+from ._propagation import check_common, convert_aggr, spmm_message_and_aggregate
 
 __all__ = ["GatedGraphConv"]
 
@@ -56,6 +56,8 @@ class GatedGraphConv(GatedPropagation):
     weight: Optional[jax.Array] = None
     rnn: Optional[GRUCell] = None
     aggr_module: Any = None
+    # PyG's message_and_aggregate(adj_t, x): its own signature, as message's is the layer's
+    message_and_aggregate = spmm_message_and_aggregate  # type: ignore[assignment]
     out_channels: int = eqx.field(static=True, default=1)
     num_layers: int = eqx.field(static=True, default=1)
     aggr: str = eqx.field(static=True, default="add")
@@ -71,9 +73,13 @@ class GatedGraphConv(GatedPropagation):
             raise ValueError(f"{op}: The number of input channels is not allowed to be larger "
                              f"than the number of output channels (x has {x.shape[-1]}, "
                              f"out_channels={self.out_channels})")
-        edge_index = checked_edges(edge_index, x, x, op=op)
-        edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op)
-        edge_index = drop_dangling(edge_index, x.shape[0], x.shape[0])
+        graph = graph_input(edge_index, x, x, op=op)
+        edge_weight = edge_values(edge_weight, graph.edge_index, "edge_weight", op=op)
+        if graph.adj is None:
+            edge_index = drop_dangling(graph.edge_index, x.shape[0], x.shape[0])
+        # else: propagate takes the matrix as PyG's does: spmm(adj_t, x, aggr) for a sum / mean /
+        # min / max (the values weight it, edge_weight is ignored), else messages weighted by
+        # edge_weight or the values
         if x.shape[-1] < self.out_channels:
             x = jnp.concatenate([x, jnp.zeros((x.shape[0], self.out_channels - x.shape[-1]),
                                               x.dtype)], axis=1)

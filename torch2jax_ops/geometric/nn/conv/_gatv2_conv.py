@@ -6,12 +6,13 @@ from typing import Any, Optional, Union, cast
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.experimental import sparse as jsparse
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import gather_rows
 from ..._loops import loop_attributes
-from .._common import checked_edges, edge_values, pair
+from .._common import edge_values, graph_input, pair
 from ._attention import (
     GatedPropagation,
     attend,
@@ -63,6 +64,15 @@ class GATv2Conv(GatedPropagation):
     Arrays: ``lin_l.weight [H*C, F_src]``, ``lin_l.bias``, ``lin_r.weight [H*C,
     F_dst]``, ``lin_r.bias``, ``att [1, H, C]``, ``lin_edge.weight [H*C, D]``,
     ``res.weight``, ``bias [H*C]`` (``[C]`` without ``concat``).
+
+    ``edge_index`` may be an :class:`~torch2jax_ops.geometric.EdgeIndex` or a
+    sparse ``adj_t [N_dst, N_src]`` (``BCOO`` / ``BCSR``). On ``adj_t``, as in
+    PyG: the values are ignored, the diagonal entries are replaced by one loop
+    per node, repeated entries count once when loops are added (PyG rebuilds a
+    coalesced matrix), ``edge_attr`` cannot be combined with ``add_self_loops``,
+    and the returned attention comes as ``(adj, alpha)``: a ``BCOO``
+    ``[N_dst, N_src, H]`` holding ``alpha`` at the entries and the loops
+    (removed diagonal entries as padding), PyG's ``set_sparse_value(adj_t, alpha)``.
     """
     lin_l: Optional[Linear] = None
     lin_r: Optional[Linear] = None
@@ -121,8 +131,13 @@ class GATv2Conv(GatedPropagation):
         if x_dst is None:
             raise ValueError(f"{op}: `x` = (x_src, None): GATv2Conv needs the target features "
                              f"too (PyG asserts x_r is not None); pass (x_src, x_dst)")
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op, coalesce=self.add_self_loops)
+        edge_index = graph.edge_index
         edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
+        if graph.adj is not None and edge_attr is not None and self.add_self_loops:
+            raise ValueError(f"{op}: `edge_attr` with a sparse adj_t and add_self_loops=True is "
+                             f"not supported (PyG's add_self_loops asserts edge_attr is None "
+                             f"for a sparse matrix); pass the edge list instead")
         if edge_attr is not None and self.lin_edge is None:
             raise ValueError(f"{op}: `edge_attr` was given but the layer has no edge_dim (PyG "
                              f"asserts lin_edge is not None); build it with edge_dim=D or "
@@ -155,7 +170,13 @@ class GATv2Conv(GatedPropagation):
             return out
         alpha = edge_attention(scores, dst, n_dst, loop_scores, weights, loop_weights)
         alpha = alpha.reshape(alpha.shape[0], heads)
-        return out, (edges_with_loops(edge_index, n_src, n_dst, self.add_self_loops), alpha)
+        edges = edges_with_loops(edge_index, n_src, n_dst, self.add_self_loops)
+        if graph.adj is None:
+            return out, (edges, alpha)
+        # PyG: set_sparse_value(adj_t with its loops, alpha), a [N_dst, N_src, H] matrix
+        adj = jsparse.BCOO((alpha, jnp.stack([edges[1], edges[0]], axis=1)),
+                           shape=(n_dst, n_src, heads))
+        return out, (adj, alpha)
 
 
 @register_converter("torch_geometric.nn.conv.gatv2_conv.GATv2Conv")

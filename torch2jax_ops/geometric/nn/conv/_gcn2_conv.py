@@ -17,6 +17,7 @@ from ._propagation import (
     edges_for,
     gcn_normalized,
     node_features,
+    spmm_message_and_aggregate,
 )
 
 __all__ = ["GCN2Conv"]
@@ -56,6 +57,8 @@ class GCN2Conv(WeightedPropagation):
     normalize: bool = eqx.field(static=True, default=True)
     aggr: str = eqx.field(static=True, default="add")
     aggr_module: Any = None
+    # PyG's message_and_aggregate(adj_t, x): its own signature, as message's is the layer's
+    message_and_aggregate = spmm_message_and_aggregate  # type: ignore[assignment]
 
     @sharding_aware
     def __call__(self, x, x_0, edge_index, edge_weight=None) -> jax.Array:
@@ -66,7 +69,7 @@ class GCN2Conv(WeightedPropagation):
         if x_0.ndim != x.ndim or x_0.shape[0] < n:
             raise ValueError(f"{op}: `x_0` must be [N0, C] with N0 >= x's {n} rows (PyG uses "
                              f"x_0[:N]), got shape {tuple(x_0.shape)}")
-        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op)
+        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op, sparse=True)
         if self.normalize:
             edge_index, edge_weight = gcn_normalized(edge_index, edge_weight, n,
                                                      self.add_self_loops, x.dtype)

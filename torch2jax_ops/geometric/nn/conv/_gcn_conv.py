@@ -1,7 +1,7 @@
 """PyG's ``GCNConv`` (Kipf & Welling) as an equinox module, with its converter and old checkpoints."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import equinox as eqx
 import jax
@@ -10,9 +10,10 @@ from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._convert import state_arrays
-from ..._edges import aggregate, gather
+from ..._adjacency import Adjacency, gcn_norm_sparse
+from ..._edges import aggregate, gather, is_sparse_matrix
 from ..._norm import gcn_norm_static
-from .._common import check_flow, checked_edges, edge_values, weighted
+from .._common import check_flow, edge_values, graph_input, spmm_adjacency, weighted
 
 __all__ = ['GCNConv']
 
@@ -26,6 +27,15 @@ class GCNConv(eqx.Module):
     Normalisation as :func:`torch2jax_ops.geometric.gcn_norm` (its static form),
     recomputed every call (PyG's ``cached=False``). Arrays: ``lin.weight
     [F_out, F_in]``, ``bias [F_out]``.
+
+    ``edge_index`` may also be an :class:`~torch2jax_ops.geometric.EdgeIndex`
+    (sorted by ``"col"``: the sorted aggregation when nothing reorders the
+    targets, i.e. without ``normalize``) or a sparse ``adj_t [N, N]`` (``BCOO`` /
+    ``BCSR``), with PyG's sparse branch: the values are the edge weights
+    (``edge_weight`` is ignored, as PyG ignores it), ``gcn_norm`` adds
+    ``fill * I`` (``fill`` 2 with ``improved``) on top of any diagonal entry
+    instead of keeping it, and ``normalize`` needs a square matrix. Without
+    ``normalize`` the output has ``adj_t.shape[0]`` rows.
     """
     lin: Linear
     bias: Optional[jax.Array]
@@ -37,7 +47,11 @@ class GCNConv(eqx.Module):
     def __call__(self, x, edge_index, edge_weight=None):
         op = "GCNConv"
         x = as_array(x, "x", op=op)
-        edge_index = checked_edges(edge_index, x, x, op=op)
+        if is_sparse_matrix(edge_index):
+            out = self._sparse(x, edge_index, op)
+            return out if self.bias is None else out + self.bias
+        graph = graph_input(edge_index, x, x, op=op)
+        edge_index = graph.edge_index
         edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op)
         n = x.shape[0]
         h = self.lin(x)
@@ -45,8 +59,25 @@ class GCNConv(eqx.Module):
             edge_index, edge_weight = gcn_norm_static(
                 edge_index, edge_weight, num_nodes=n, improved=self.improved,
                 add_self_loops=self.add_self_loops, dtype=h.dtype)
-        out = aggregate(weighted(gather(h, edge_index[0]), edge_weight), edge_index[1], n)
+        out = aggregate(weighted(gather(h, edge_index[0]), edge_weight), edge_index[1], n,
+                        indices_sorted=graph.sorted and not self.normalize)
         return out if self.bias is None else out + self.bias
+
+    def _sparse(self, x: jax.Array, adj_t: Any, op: str) -> jax.Array:
+        """PyG's branch for a torch sparse ``adj_t``: ``gcn_norm``'s sparse rules, then
+        ``spmm(adj_t, x W^T)`` (the sum of the weighted sources of each row)."""
+        graph = graph_input(adj_t, x, None, op=op, square=self.normalize)
+        adj = cast(Adjacency, graph.adj)
+        h = self.lin(x)
+        if not self.normalize:
+            return spmm_adjacency(adj, h, "sum", op=op)
+        # a sum: the loops may stay apart from the diagonal entries (no coalescing)
+        weights, loops, _ = gcn_norm_sparse(adj, improved=self.improved,
+                                            add_self_loops=self.add_self_loops, dtype=h.dtype,
+                                            merge=False)
+        out = aggregate(weighted(gather(h, adj.edge_index[0]), weights), adj.edge_index[1],
+                        adj.num_dst, op=op, indices_sorted=adj.targets_sorted)
+        return out if loops is None else out + loops[:, None] * h
 
     @classmethod
     def from_state_dict(cls, state: dict, *, improved: bool = False, add_self_loops: bool = True,

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._softmax import segment_softmax
-from .._common import checked_edges, edge_values, pair
+from .._common import edge_values, graph_input, pair
 from ._attention import GatedPropagation, drop_dangling, head_dot, heads_view, l2_normalize
 from ._propagation import check_common, convert_aggr
 
@@ -67,7 +67,10 @@ class GeneralConv(GatedPropagation):
         if x_dst is None:
             raise ValueError(f"{op}: `x` = (x_src, None): the root term lin_self needs the "
                              f"target features; pass (x_src, x_dst)")
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op)  # values unused
+        edge_index = graph.edge_index
+        if graph.adj is not None:  # PyG: the matrix's shape is the size
+            size = (graph.adj.num_src, graph.adj.num_dst)
         edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
         if edge_attr is not None and self.lin_edge is None:
             raise ValueError(f"{op}: `edge_attr` was given but the layer has no "

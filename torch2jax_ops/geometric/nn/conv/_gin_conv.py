@@ -9,7 +9,7 @@ import jax
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather
-from .._common import check_flow, checked_edges, edge_values, pair
+from .._common import check_flow, edge_values, graph_input, pair, spmm_adjacency
 
 __all__ = ['GINConv', 'GINEConv']
 
@@ -21,6 +21,11 @@ class GINConv(eqx.Module):
 
     ``eps [1]`` is trained only with ``train_eps`` (else no gradient reaches it,
     as for PyG's buffer). ``__call__(x, edge_index) -> nn's output``.
+
+    ``edge_index`` may be an :class:`~torch2jax_ops.geometric.EdgeIndex`
+    (sorted by ``"col"``: sorted aggregation) or a sparse ``adj_t [N_dst, N_src]``
+    (``BCOO`` / ``BCSR``): PyG's fused ``spmm(adj_t, x_src)``, so the values
+    weight the neighbours' sum.
     """
     nn: Any
     eps: jax.Array
@@ -36,9 +41,13 @@ class GINConv(eqx.Module):
     def __call__(self, x, edge_index):
         op = "GINConv"
         x_src, x_dst = pair(x, op=op)
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op)
+        if graph.adj is not None:  # PyG's message_and_aggregate: spmm(adj_t, x[0], "add")
+            return self._combine(spmm_adjacency(graph.adj, x_src, "sum", op=op), x_dst)
+        edge_index = graph.edge_index
         n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
-        return self._combine(aggregate(gather(x_src, edge_index[0]), edge_index[1], n), x_dst)
+        return self._combine(aggregate(gather(x_src, edge_index[0]), edge_index[1], n,
+                                       indices_sorted=graph.sorted), x_dst)
 
 
 class GINEConv(GINConv):
@@ -47,6 +56,10 @@ class GINEConv(GINConv):
     ``lin`` (``[F_in, edge_dim]`` with bias) exists when PyG's ``edge_dim`` was
     given; without it ``edge_attr`` must already have ``F_in`` columns.
     ``__call__(x, edge_index, edge_attr) -> nn's output``.
+
+    On a sparse ``adj_t`` (``BCOO`` / ``BCSR``) PyG passes messages over the
+    stored entries and ignores the values: ``edge_attr`` is still required, one
+    row per stored entry in storage order (``utils.to_edge_index(adj_t)``'s).
     """
     lin: Optional[Linear] = None
 
@@ -54,7 +67,8 @@ class GINEConv(GINConv):
     def __call__(self, x, edge_index, edge_attr=None):
         op = "GINEConv"
         x_src, x_dst = pair(x, op=op)
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op)
+        edge_index = graph.edge_index
         edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
         if edge_attr is None:
             raise ValueError(f"{op}: `edge_attr` is required ([num_edges, edge_dim])")
@@ -64,8 +78,11 @@ class GINEConv(GINConv):
         if self.lin is not None:
             edge_attr = self.lin(edge_attr)
         n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
+        if graph.adj is not None:
+            n = graph.adj.num_dst
         messages = jax.nn.relu(gather(x_src, edge_index[0]) + edge_attr)
-        return self._combine(aggregate(messages, edge_index[1], n), x_dst)
+        return self._combine(aggregate(messages, edge_index[1], n,
+                                       indices_sorted=graph.sorted), x_dst)
 
 
 @register_converter(f"{_PYG}.conv.gin_conv.GINConv")

@@ -1,14 +1,23 @@
 """PyG's ``GraphConv`` (Morris et al.) as an equinox module, with its converter."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import equinox as eqx
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather
-from .._common import check_aggr, check_flow, checked_edges, edge_values, pair, weighted
+from .._common import (
+    FUSED_AGGRS,
+    check_aggr,
+    check_flow,
+    edge_values,
+    graph_input,
+    pair,
+    spmm_adjacency,
+    weighted,
+)
 
 __all__ = ['GraphConv']
 
@@ -20,6 +29,14 @@ class GraphConv(eqx.Module):
 
     Aggregation (``add``/``mean``/``max``) on the raw features, then ``lin_rel``.
     ``__call__(x, edge_index, edge_weight=None) -> [N_dst, F_out]``.
+
+    ``edge_index`` may be an :class:`~torch2jax_ops.geometric.EdgeIndex`
+    (sorted by ``"col"``: sorted aggregation) or a sparse ``adj_t [N_dst, N_src]``
+    (``BCOO`` / ``BCSR``). On ``adj_t``, as in PyG: a sum / mean / min / max
+    ``aggr`` is ``spmm(adj_t, x_src, aggr)`` (the values are the weights;
+    ``edge_weight`` is ignored); ``"mul"`` or an aggregation module weights each
+    entry's message by ``edge_weight`` when given (one per stored entry), else by
+    the values.
     """
     lin_rel: Linear
     lin_root: Linear
@@ -30,14 +47,25 @@ class GraphConv(eqx.Module):
     def __call__(self, x, edge_index, edge_weight=None):
         op = "GraphConv"
         x_src, x_dst = pair(x, op=op)
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
-        edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op)
+        edge_index = graph.edge_index
         n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
+        if graph.adj is not None:
+            n = graph.adj.num_dst
+            if self.aggr_module is None and self.aggr in FUSED_AGGRS:
+                # PyG's message_and_aggregate: spmm(adj_t, x[0], reduce=aggr)
+                out = spmm_adjacency(graph.adj, x_src, cast(str, self.aggr), op=op)
+                out = self.lin_rel(out)
+                return out if x_dst is None else out + self.lin_root(x_dst)
+            if edge_weight is None:  # PyG's _collect: the values stand in for edge_weight
+                edge_weight = graph.adj.values
+        edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op)
         messages = weighted(gather(x_src, edge_index[0]), edge_weight)
         if self.aggr_module is not None:
             out = self.aggr_module(messages, edge_index[1], dim_size=n, dim=0)
         else:
-            out = aggregate(messages, edge_index[1], n, self.aggr, op=op)
+            out = aggregate(messages, edge_index[1], n, self.aggr, op=op,
+                            indices_sorted=graph.sorted)
         out = self.lin_rel(out)
         return out if x_dst is None else out + self.lin_root(x_dst)
 

@@ -8,7 +8,7 @@ import jax
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from .._common import checked_edges, edge_values, pair
+from .._common import edge_values, graph_input, pair
 from ._propagation import WeightedPropagation, check_common, convert_aggr
 
 __all__ = ["LEConv"]
@@ -40,7 +40,10 @@ class LEConv(WeightedPropagation):
         if x_dst is None:
             raise ValueError(f"{op}: a bipartite `x` needs both sides, got (x_src, None); PyG "
                              f"applies lin2 and lin3 to x_dst")
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op)
+        edge_index = graph.edge_index
+        if graph.adj is not None and edge_weight is None:  # PyG: the values stand in
+            edge_weight = graph.adj.values
         edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op)
         a = self.lin1(x_src)
         b = self.lin2(x_dst)

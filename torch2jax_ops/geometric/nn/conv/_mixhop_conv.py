@@ -16,6 +16,7 @@ from ._propagation import (
     edges_for,
     gcn_normalized,
     node_features,
+    spmm_message_and_aggregate,
 )
 
 __all__ = ["MixHopConv"]
@@ -40,13 +41,15 @@ class MixHopConv(WeightedPropagation):
     add_self_loops: bool = eqx.field(static=True, default=True)
     aggr: str = eqx.field(static=True, default="add")
     aggr_module: Any = None
+    # PyG's message_and_aggregate(adj_t, x): its own signature, as message's is the layer's
+    message_and_aggregate = spmm_message_and_aggregate  # type: ignore[assignment]
 
     @sharding_aware
     def __call__(self, x, edge_index, edge_weight=None) -> jax.Array:
         op = "MixHopConv"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]
-        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op)
+        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op, sparse=True)
         edge_index, edge_weight = gcn_normalized(edge_index, edge_weight, n,
                                                  self.add_self_loops, x.dtype)
         lins = list(self.lins)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from .._common import check_flow, checked_edges, edge_values, pair
+from .._common import check_flow, edge_values, graph_input, pair
 from .._message_passing import MessagePassing
 from ..aggr._base import aggregate_messages
 from ._edge_family import converted_aggr, drop_from_source, keyed
@@ -40,7 +40,10 @@ class NNConv(MessagePassing):
     def __call__(self, x, edge_index, edge_attr=None, size=None, *, key=None):
         op = "NNConv"
         x_src, x_dst = pair(x, op=op)
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op)  # values unused
+        edge_index = graph.edge_index
+        if graph.adj is not None:  # PyG: the matrix's shape is the size
+            size = (graph.adj.num_src, graph.adj.num_dst)
         edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
         if edge_attr is None:
             raise ValueError(f"{op}: `edge_attr` is required (the edge network's input, one "

@@ -11,7 +11,7 @@ from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, ModuleList, register_converter
 from ..._edges import gather
-from .._common import check_flow, checked_edges, edge_values
+from .._common import check_flow, edge_values, graph_input
 from ..aggr._basic import (
     MaxAggregation,
     MeanAggregation,
@@ -177,7 +177,7 @@ class PNAConv(eqx.Module):
         op = "PNAConv"
         x = as_array(x, "x", op=op)
         n = x.shape[0]
-        edge_index = checked_edges(edge_index, x, x, op=op)
+        edge_index = graph_input(edge_index, x, x, op=op).edge_index  # values unused
         edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
         if edge_attr is not None and self.edge_encoder is None:
             raise ValueError(f"{op}: `edge_attr` was given but the layer has no edge_dim "

@@ -9,8 +9,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from ..._edges import edge_array
-from .._common import check_flow
+from .._common import check_flow, graph_input
 from .._message_passing import MessagePassing
 from ..aggr._base import aggregate_messages
 from ._edge_family import converted_aggr, drop_from_source, keyed, route_loops, with_loops
@@ -50,7 +49,10 @@ class PointNetConv(MessagePassing):
         if x_src is not None and x_src.shape[0] != n_src:
             raise ValueError(f"{op}: `x` has {x_src.shape[0]} rows but `pos` (its source "
                              f"side) has {n_src}")
-        edge_index = edge_array(edge_index, max(n_src, n_dst), op=op)
+        # a sparse adj_t: PyG rebuilds it with its loops, coalesced (values unused)
+        edge_index = graph_input(edge_index, pos_src, pos_dst, op=op,
+                                 coalesce=self.add_self_loops,
+                                 names=("pos[0]", "pos[1]")).edge_index
         if self.add_self_loops:
             edge_index = with_loops(route_loops(edge_index, n_src, n_dst), min(n_src, n_dst))
         edge_index = drop_from_source(edge_index, n_src, n_dst)

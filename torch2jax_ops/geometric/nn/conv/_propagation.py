@@ -12,6 +12,14 @@ dropped slot. PyG's ``cached=True`` stores the normalisation (or SGConv's
 propagated features) on the module at the first call; the ports never cache
 and recompute it every call (equal results), so a module whose cache is
 already filled is refused (its cache may belong to another graph).
+
+A sparse ``adj_t [N, N]`` (``BCOO`` / ``BCSR``) takes PyG's sparse branch:
+``gcn_norm`` of the matrix (``A + I``, the loop added to a diagonal entry,
+the values as weights, ``edge_weight`` ignored) is a matrix again
+(:func:`gcn_normalized`), and ``propagate`` on it runs the layer's
+``message_and_aggregate`` (``spmm(adj_t, x, aggr)``, :func:`spmm_message_and_aggregate`,
+for the layers whose PyG class has one and a sum / mean / min / max ``aggr``)
+or messages over its entries with the values as ``edge_weight``.
 """
 from __future__ import annotations
 
@@ -23,12 +31,14 @@ from ...._checking import REDUCTIONS, as_array
 from ....nn import Converter
 from ....nn._layers import dropout
 from ....nn._registry import converter_for
-from ..._edges import edge_array
+from ..._adjacency import adjacency, normalized_matrix
+from ..._edges import edge_array, is_sparse_matrix
 from ..._norm import gcn_norm_static
-from .._common import check_flow, edge_values
+from .._common import check_flow, edge_values, refuse_sparse, spmm_adjacency
 from .._message_passing import MessagePassing, aggregate_along
 
 __all__ = ["WeightedPropagation", "node_features", "edges_for", "gcn_normalized",
+           "spmm_message_and_aggregate",
            "edge_dropout", "convert_aggr", "check_cache", "check_common", "torch_function"]
 
 
@@ -52,7 +62,8 @@ class WeightedPropagation(MessagePassing):
             return module(inputs, index, ptr=ptr, dim_size=dim_size, dim=self.node_dim)
         # propagate always passes dim_size; the family's fields declare aggr: str
         assert dim_size is not None
-        return aggregate_along(inputs, index, dim_size, cast(str, self.aggr), self.node_dim)
+        return aggregate_along(inputs, index, dim_size, cast(str, self.aggr), self.node_dim,
+                               indices_sorted=ptr is not None)
 
 
 def node_features(x: Any, *, op: str, ndim: Optional[int] = None) -> jax.Array:
@@ -66,9 +77,24 @@ def node_features(x: Any, *, op: str, ndim: Optional[int] = None) -> jax.Array:
     return x
 
 
-def edges_for(edge_index: Any, edge_weight: Any, num_nodes: int, *,
-              op: str) -> tuple[jax.Array, Optional[jax.Array]]:
-    """``edge_index`` checked against ``num_nodes`` (ids in ``[0, N]``), ``edge_weight`` [E]."""
+def edges_for(edge_index: Any, edge_weight: Any, num_nodes: int, *, op: str,
+              sparse: bool = False) -> tuple[Any, Optional[jax.Array]]:
+    """``edge_index`` checked against ``num_nodes`` (ids in ``[0, N]``), ``edge_weight`` [E].
+
+    ``sparse=True``: a sparse ``adj_t`` (``BCOO`` / ``BCSR``) is accepted and
+    returned as it is (checked: ``[N, N]``, ``edge_weight`` one per stored
+    entry); without it a sparse input is an error (PyG's layer fails on one).
+    """
+    if is_sparse_matrix(edge_index):
+        if not sparse:
+            refuse_sparse(edge_index, op=op, why=f"PyG's {op} cannot take (it fails on one)")
+        adj = adjacency(edge_index, op=op)
+        if (adj.num_dst, adj.num_src) != (num_nodes, num_nodes):
+            raise ValueError(f"{op}: `edge_index` is a sparse adj_t of shape "
+                             f"{tuple(edge_index.shape)}; it must be [N, N] with N = "
+                             f"{num_nodes}, the nodes of `x`")
+        edge_weight = edge_values(edge_weight, adj.edge_index, "edge_weight", op=op)
+        return edge_index, edge_weight
     edge_index = edge_array(edge_index, num_nodes, op=op)
     edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op)
     if edge_weight is not None and edge_weight.ndim != 1:
@@ -77,12 +103,27 @@ def edges_for(edge_index: Any, edge_weight: Any, num_nodes: int, *,
     return edge_index, edge_weight
 
 
-def gcn_normalized(edge_index: jax.Array, edge_weight: Optional[jax.Array], num_nodes: int,
-                   add_self_loops: bool, dtype: Any) -> tuple[jax.Array, jax.Array]:
+def gcn_normalized(edge_index: Any, edge_weight: Optional[jax.Array], num_nodes: int,
+                   add_self_loops: bool, dtype: Any) -> tuple[Any, Optional[jax.Array]]:
     """PyG's ``gcn_norm(edge_index, edge_weight, N, False, add_self_loops, dtype=x.dtype)``
-    in a static shape (``E + N`` slots with self-loops, ``E`` without)."""
+    in a static shape (``E + N`` slots with self-loops, ``E`` without).
+
+    A sparse ``adj_t`` gives PyG's sparse result: the normalised matrix (a ``BCOO``,
+    :func:`~torch2jax_ops.geometric._adjacency.normalized_matrix`) and no weights.
+    """
+    if is_sparse_matrix(edge_index):
+        adj = adjacency(edge_index, op="gcn_norm", coalesce=add_self_loops)
+        return normalized_matrix(adj, add_self_loops=add_self_loops, dtype=dtype), None
     return gcn_norm_static(edge_index, edge_weight, num_nodes=num_nodes, improved=False,
                            add_self_loops=add_self_loops, dtype=dtype)
+
+
+def spmm_message_and_aggregate(self: Any, adj_t: Any, x: jax.Array) -> jax.Array:
+    """PyG's ``message_and_aggregate(adj_t, x)`` of the layers that have one:
+    ``spmm(adj_t, x, reduce=self.aggr)`` (``x [N, F]``; set it as the class's
+    ``message_and_aggregate``)."""
+    op = type(self).__name__
+    return spmm_adjacency(adjacency(adj_t, op=op), x, cast(str, self.aggr), op=op)
 
 
 def edge_dropout(edge_weight: jax.Array, p: float, key: Any, *, op: str) -> jax.Array:

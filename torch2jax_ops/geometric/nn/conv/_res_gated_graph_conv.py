@@ -8,7 +8,7 @@ import jax
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from .._common import checked_edges, edge_values, pair
+from .._common import edge_values, graph_input, pair
 from ._attention import GatedPropagation, activate, convert_act, drop_dangling
 from ._propagation import check_common, convert_aggr
 
@@ -61,7 +61,7 @@ class ResGatedGraphConv(GatedPropagation):
         if x_dst is None:
             raise ValueError(f"{op}: `x` = (x_src, None): the keys and the root term need the "
                              f"target features; pass (x_src, x_dst)")
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        edge_index = graph_input(edge_index, x_src, x_dst, op=op).edge_index  # values unused
         edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
         if (edge_attr is None) != (self.edge_dim is None):
             raise ValueError(f"{op}: `edge_attr` must be given exactly when the layer has "

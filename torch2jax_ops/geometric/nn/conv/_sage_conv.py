@@ -1,7 +1,7 @@
 """PyG's ``SAGEConv`` (GraphSAGE) as an equinox module, with its converter."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import equinox as eqx
 import jax
@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather
-from .._common import check_aggr, check_flow, checked_edges, pair
+from .._common import FUSED_AGGRS, check_aggr, check_flow, graph_input, pair, spmm_adjacency
 
 __all__ = ['SAGEConv']
 
@@ -22,6 +22,14 @@ class SAGEConv(eqx.Module):
 
     With ``project``, neighbours are first mapped by ``relu(lin(x_j))`` (the root
     term keeps the raw ``x``). ``__call__(x, edge_index) -> [N_dst, F_out]``.
+
+    ``edge_index`` may be an :class:`~torch2jax_ops.geometric.EdgeIndex`
+    (sorted by ``"col"``: sorted aggregation) or a sparse ``adj_t [N_dst, N_src]``
+    (``BCOO`` / ``BCSR``). On ``adj_t`` PyG fuses the aggregation for a
+    sum / mean / min / max ``aggr``: ``spmm(adj_t, x_src, aggr)``, so the values
+    weight the neighbours (a mean divides the weighted sum by the number of
+    entries); with ``"mul"`` or an aggregation module it runs message passing
+    over the entries and ignores the values.
     """
     lin_l: Linear
     lin_r: Optional[Linear]
@@ -34,15 +42,26 @@ class SAGEConv(eqx.Module):
     def __call__(self, x, edge_index):
         op = "SAGEConv"
         x_src, x_dst = pair(x, op=op)
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op)
+        edge_index = graph.edge_index
         if self.lin is not None:
             x_src = jax.nn.relu(self.lin(x_src))
         n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
+        if graph.adj is not None:
+            n = graph.adj.num_dst
+            if self.aggr_module is None and self.aggr in FUSED_AGGRS:
+                # PyG's message_and_aggregate: spmm(adj_t, x[0], reduce=aggr), values included
+                out = self.lin_l(spmm_adjacency(graph.adj, x_src, cast(str, self.aggr), op=op))
+                return self._root(out, x_dst)
         messages = gather(x_src, edge_index[0])
         if self.aggr_module is not None:
             out = self.lin_l(self.aggr_module(messages, edge_index[1], dim_size=n, dim=0))
         else:
-            out = self.lin_l(aggregate(messages, edge_index[1], n, self.aggr, op=op))
+            out = self.lin_l(aggregate(messages, edge_index[1], n, self.aggr, op=op,
+                                       indices_sorted=graph.sorted))
+        return self._root(out, x_dst)
+
+    def _root(self, out: jax.Array, x_dst: Optional[jax.Array]) -> jax.Array:
         if self.lin_r is not None and x_dst is not None:
             out = out + self.lin_r(x_dst)
         if self.normalize:  # F.normalize(p=2, dim=-1, eps=1e-12)

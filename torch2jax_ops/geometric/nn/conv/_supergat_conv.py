@@ -13,6 +13,7 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._state import next_key
 from ..._edges import edge_array, gather, valid
+from .._common import graph_input
 from ._attention import (
     GatedPropagation,
     attend,
@@ -95,7 +96,9 @@ class SuperGATConv(GatedPropagation):
                             f"has no bipartite form), got a {type(x).__name__}")
         x = as_array(x, "x", op=op)
         n = x.shape[0]
-        edge_index = edge_array(edge_index, n, op=op)
+        # a sparse adj_t: PyG rebuilds it with its loops, coalesced (values unused)
+        edge_index = graph_input(edge_index, x, x, op=op,
+                                 coalesce=self.add_self_loops).edge_index
         heads, channels = self.heads, self.out_channels
         assert self.lin is not None  # always set by the converter
         h = heads_view(self.lin(x), heads, channels)

@@ -15,6 +15,7 @@ from ._propagation import (
     edges_for,
     gcn_normalized,
     node_features,
+    spmm_message_and_aggregate,
 )
 
 __all__ = ["TAGConv"]
@@ -36,6 +37,8 @@ class TAGConv(WeightedPropagation):
     normalize: bool = eqx.field(static=True, default=True)
     aggr: str = eqx.field(static=True, default="add")
     aggr_module: Any = None
+    # PyG's message_and_aggregate(adj_t, x): its own signature, as message's is the layer's
+    message_and_aggregate = spmm_message_and_aggregate  # type: ignore[assignment]
 
     @property
     def K(self) -> int:
@@ -46,7 +49,7 @@ class TAGConv(WeightedPropagation):
         op = "TAGConv"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]
-        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op)
+        edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op, sparse=True)
         if self.normalize:
             edge_index, edge_weight = gcn_normalized(edge_index, edge_weight, n, False, x.dtype)
         out = self.lins[0](x)

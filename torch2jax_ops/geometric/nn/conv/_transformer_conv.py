@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import gather_rows, valid
-from .._common import checked_edges, edge_values, pair
+from .._common import edge_values, graph_input, pair
 from ._attention import (
     GatedPropagation,
     attend,
@@ -51,6 +51,12 @@ class TransformerConv(GatedPropagation):
     Arrays: ``lin_key``, ``lin_query``, ``lin_value`` (``weight [H*C, F]``,
     ``bias``), ``lin_edge.weight [H*C, D]``, ``lin_skip`` (``[H*C, F_dst]`` or
     ``[C, F_dst]``), ``lin_beta.weight [1, 3*H*C]`` (or ``[1, 3*C]``).
+
+    ``edge_index`` may be an :class:`~torch2jax_ops.geometric.EdgeIndex` or a
+    sparse ``adj_t [N_dst, N_src]`` (``BCOO`` / ``BCSR``). On ``adj_t``, as in
+    PyG: attention over the stored entries, the values ignored (``edge_attr``,
+    when the layer has ``edge_dim``, has one row per stored entry in storage
+    order), and the returned attention is ``(adj_t, alpha [S, H])`` in that order.
     """
     lin_key: Optional[Linear] = None
     lin_query: Optional[Linear] = None
@@ -102,7 +108,8 @@ class TransformerConv(GatedPropagation):
         if x_dst is None:
             raise ValueError(f"{op}: `x` = (x_src, None): the queries and the root term need "
                              f"the target features; pass (x_src, x_dst)")
-        edge_index = checked_edges(edge_index, x_src, x_dst, op=op)
+        graph = graph_input(edge_index, x_src, x_dst, op=op)
+        edge_index = graph.edge_index
         edge_attr = edge_values(edge_attr, edge_index, "edge_attr", op=op)
         if (edge_attr is None) != (self.lin_edge is None):
             raise ValueError(
@@ -138,6 +145,8 @@ class TransformerConv(GatedPropagation):
         if not isinstance(return_attention_weights, bool):
             return out
         alpha = edge_attention(scores, dst, n_dst).reshape(scores.shape[0], heads)
+        if graph.adj is not None:
+            return out, (graph.adj.matrix, alpha)  # PyG returns the adj_t it was given
         return out, (edge_index, alpha)
 
 
