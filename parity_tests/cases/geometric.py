@@ -177,6 +177,10 @@ def _layers() -> dict:
         "GraphConv-mean": (lambda f, d: tnn.GraphConv(f, 8, aggr="mean"), None),
         "GraphConv-max": (lambda f, d: tnn.GraphConv(f, 8, aggr="max"), "edge_weight"),
         "SAGEConv": (lambda f, d: tnn.SAGEConv(f, 8), None),
+        # out < in: the port projects before aggregating (sum / mean commute with lin_l)
+        "SAGEConv-narrowing-mean": (lambda f, d: tnn.SAGEConv(f, 3), None),
+        "SAGEConv-narrowing-sum-no-root": (lambda f, d: tnn.SAGEConv(f, 3, aggr="sum",
+                                                                     root_weight=False), None),
         "SAGEConv-project-normalize": (
             lambda f, d: tnn.SAGEConv(f, 8, project=True, normalize=True), None),
         "SAGEConv-max-no-root": (lambda f, d: tnn.SAGEConv(f, 8, aggr="max", root_weight=False),

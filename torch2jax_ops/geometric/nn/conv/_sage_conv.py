@@ -9,12 +9,14 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import aggregate, gather
+from ..._edges import aggregate, gather_rows
 from .._common import FUSED_AGGRS, check_aggr, check_flow, graph_input, pair, spmm_adjacency
 
 __all__ = ['SAGEConv']
 
 _PYG = "torch_geometric.nn"
+#: aggregations that commute with the linear map after them
+_LINEAR = ("add", "sum", "mean")
 
 
 class SAGEConv(eqx.Module):
@@ -53,7 +55,18 @@ class SAGEConv(eqx.Module):
                 # PyG's message_and_aggregate: spmm(adj_t, x[0], reduce=aggr), values included
                 out = self.lin_l(spmm_adjacency(graph.adj, x_src, cast(str, self.aggr), op=op))
                 return self._root(out, x_dst)
-        messages = gather(x_src, edge_index[0])
+        if self.aggr_module is None and self.aggr in _LINEAR and \
+                self.lin_l.weight.shape[0] < self.lin_l.weight.shape[1]:
+            # sum / mean commute with lin_l: project the nodes first and move F_out-wide
+            # messages instead of F_in-wide ones (the gather, the scatter and their
+            # transposes in the backward pass), as PyG's result up to rounding
+            proj = x_src @ self.lin_l.weight.T
+            out = aggregate(gather_rows(proj, edge_index[0]), edge_index[1], n, self.aggr, op=op,
+                            indices_sorted=graph.sorted)
+            if self.lin_l.bias is not None:
+                out = out + self.lin_l.bias
+            return self._root(out, x_dst)
+        messages = gather_rows(x_src, edge_index[0])
         if self.aggr_module is not None:
             out = self.lin_l(self.aggr_module(messages, edge_index[1], dim_size=n, dim=0))
         else:
