@@ -17,8 +17,6 @@ medians reported. Target: ours / PyG <= 0.5.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import equinox as eqx
 import jax
@@ -26,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 import torch_geometric.nn as tnn
+from bench_layers import _medians  # the contenders timed round-robin, medians
 
 import torch2jax_ops as t2j
 
@@ -61,18 +60,6 @@ def graph(scale: float, features: int = 64, edges: int = 1_000_000, seed: int = 
         ei[(src, rel, dst)] = torch.tensor(np.stack([rng.integers(0, nodes[src], e),
                                                      rng.integers(0, nodes[dst], e)]))
     return x, ei
-
-
-def _medians(runs: dict, repeat: int) -> dict:
-    for fn in runs.values():
-        fn()  # warm-up: compilation, allocators
-    times: dict = {name: [] for name in runs}
-    for _ in range(repeat):
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def run(quick: bool) -> list[dict]:
