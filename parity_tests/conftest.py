@@ -70,3 +70,10 @@ def pytest_runtest_setup(item):
     case = callspec.params.get("case") if callspec is not None else None
     if isinstance(case, Case) and case.skip_reason():
         pytest.skip(case.skip_reason())
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Keep a long worker's memory bounded (parity_tests/memory.py)."""
+    from parity_tests.memory import release
+
+    release()
