@@ -8,7 +8,7 @@ import jax
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import aggregate, gather
+from ..._edges import aggregate, gather, gather_aggregate
 from .._common import check_flow, edge_values, graph_input, pair, spmm_adjacency
 
 __all__ = ['GINConv', 'GINEConv']
@@ -46,8 +46,8 @@ class GINConv(eqx.Module):
             return self._combine(spmm_adjacency(graph.adj, x_src, "sum", op=op), x_dst)
         edge_index = graph.edge_index
         n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
-        return self._combine(aggregate(gather(x_src, edge_index[0]), edge_index[1], n,
-                                       indices_sorted=graph.sorted), x_dst)
+        return self._combine(gather_aggregate(x_src, edge_index[0], edge_index[1], n, op=op,
+                                              indices_sorted=graph.sorted), x_dst)
 
 
 class GINEConv(GINConv):

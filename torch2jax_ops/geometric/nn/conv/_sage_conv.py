@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import aggregate, gather_rows
+from ..._edges import gather_aggregate, gather_rows
 from .._common import FUSED_AGGRS, check_aggr, check_flow, graph_input, pair, spmm_adjacency
 
 __all__ = ['SAGEConv']
@@ -61,17 +61,18 @@ class SAGEConv(eqx.Module):
             # messages instead of F_in-wide ones (the gather, the scatter and their
             # transposes in the backward pass), as PyG's result up to rounding
             proj = x_src @ self.lin_l.weight.T
-            out = aggregate(gather_rows(proj, edge_index[0]), edge_index[1], n, self.aggr, op=op,
-                            indices_sorted=graph.sorted)
+            out = gather_aggregate(proj, edge_index[0], edge_index[1], n, self.aggr, op=op,
+                                   indices_sorted=graph.sorted)
             if self.lin_l.bias is not None:
                 out = out + self.lin_l.bias
             return self._root(out, x_dst)
-        messages = gather_rows(x_src, edge_index[0])
         if self.aggr_module is not None:
+            messages = gather_rows(x_src, edge_index[0])
             out = self.lin_l(self.aggr_module(messages, edge_index[1], dim_size=n, dim=0))
         else:
-            out = self.lin_l(aggregate(messages, edge_index[1], n, self.aggr, op=op,
-                                       indices_sorted=graph.sorted))
+            out = self.lin_l(gather_aggregate(x_src, edge_index[0], edge_index[1], n,
+                                              cast(str, self.aggr), op=op,
+                                              indices_sorted=graph.sorted))
         return self._root(out, x_dst)
 
     def _root(self, out: jax.Array, x_dst: Optional[jax.Array]) -> jax.Array:
