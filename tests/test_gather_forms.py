@@ -234,3 +234,27 @@ def test_gather_aggregate_equals_gather_then_aggregate(small_blocks, reduce):
     want = total / np.maximum(counts, 1)[:, None] if reduce == "mean" else total
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert (counts == 0).any() and (got[counts == 0] == 0).all()  # empty targets: 0
+
+
+def test_gather_sum_is_one_pass_with_several_devices():
+    """With several devices the edge arrays may be sharded (GSPMD would have to gather
+    what the loop slices block by block): one pass there, checked on 2 forced CPU devices."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import jax, jax.numpy as jnp\n"
+        "from torch2jax_ops.torch_scatter import _gather\n"
+        "_gather.STREAM_ELEMENTS, _gather.STREAM_BLOCK_ELEMENTS = 40, 24\n"
+        "assert jax.device_count() == 2\n"
+        "f = jax.jit(lambda t, s, d: _gather.gather_sum(t, s, d, 6))\n"
+        "args = (jnp.ones((9, 3)), jnp.zeros(103, jnp.int32), jnp.zeros(103, jnp.int32))\n"
+        "assert 'while' not in f.lower(*args).as_text()\n"
+        "assert float(f(*args)[0, 0]) == 103.0\n"
+        "print('one pass')\n")
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu",
+           "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0 and "one pass" in done.stdout, done.stderr[-3000:]

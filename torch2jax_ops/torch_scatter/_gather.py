@@ -179,7 +179,9 @@ def gather_sum(table: jax.Array, src: jax.Array, dst: jax.Array, num_segments: i
     one ``[E, *F]`` buffer that XLA:CPU allocates afresh on every call (its page
     faults cost more than the gather). The scatter-adds run in the same order, so
     the result is the same to the bit; the gradient, a loop too, is JAX's
-    transpose of it. Elsewhere (GPU), and below the threshold, one pass.
+    transpose of it. Elsewhere (GPU), below the threshold, and in a process with
+    several devices (where the edge arrays may be sharded: the loop would slice them
+    block by block), one pass.
     """
     table = table.astype(_dtypes.accumulation_dtype(table.dtype))
     per_row = max(1, math.prod(table.shape[1:]))
@@ -194,7 +196,8 @@ def gather_sum(table: jax.Array, src: jax.Array, dst: jax.Array, num_segments: i
         return jax.ops.segment_sum(rows, dst_, num_segments + 1, indices_are_sorted=indices_sorted,
                                    mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)[:num_segments]
 
-    if src.shape[0] * per_row < STREAM_ELEMENTS or src.shape[0] <= block:
+    if (src.shape[0] * per_row < STREAM_ELEMENTS or src.shape[0] <= block
+            or jax.device_count() > 1):  # GSPMD would split edge arrays the loop slices
         return one_pass()
     return jax.lax.platform_dependent(
         cpu=lambda: _streamed_sum(table, src, dst, num_segments, indices_sorted, block),
