@@ -469,7 +469,10 @@ if IN_CHILD:
                   "GATConv": GATConv(lin=Linear(w(f, f)), lin_src=None, lin_dst=None,
                                      att_src=w(1, 2, f // 2), att_dst=w(1, 2, f // 2),
                                      att_edge=None, lin_edge=None, res=None, bias=None,
-                                     heads=2, out_channels=f // 2)}
+                                     heads=2, out_channels=f // 2),
+                  # messages that are source rows (the CPU's streamed sum is one pass here)
+                  "SAGEConv": SAGEConv(Linear(w(f, f), jnp.zeros(f)), Linear(w(f, f))),
+                  "GINConv": GINConv(Linear(w(f, f), jnp.zeros(f)), jnp.zeros(1))}
         with jax.set_mesh(mesh):
             for name, layer in layers.items():
                 layer = D.replicate(layer, mesh=mesh)

@@ -109,7 +109,7 @@ def test_forms_have_no_mask_after_the_gather():
     assert masks(jax.grad(lambda r, i: (jax.ops.segment_sum(r, i, 100) ** 2).sum()), rows) == 1
 
 
-# ------------------------------------------------------------------ gather_sum (streamed)
+# ------------------------------------------------------------------ streamed sum
 
 def _edges(rng, edges, rows, segments, *, invalid=True):
     src = rng.integers(0, rows, edges).astype(np.int32)
@@ -129,26 +129,23 @@ def _reference_sum(table, src, dst, segments):
     return out
 
 
+def _one_pass(table, src, dst, segments):
+    return slot_sum(take_rows(table, src), dst, segments)
+
+
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Stream from 40 gathered elements on, in blocks of 24: many blocks and a remainder."""
+    """Stream from 40 gathered elements on, in blocks of 24 elements (8 rows of 3): many
+    blocks and a remainder."""
     from torch2jax_ops.torch_scatter import _gather
 
     monkeypatch.setattr(_gather, "STREAM_ELEMENTS", 40)
     monkeypatch.setattr(_gather, "STREAM_BLOCK_ELEMENTS", 24)
 
 
-def _one_pass(monkeypatch, fn):
-    from torch2jax_ops.torch_scatter import _gather
-
-    with monkeypatch.context() as m:
-        m.setattr(_gather, "STREAM_ELEMENTS", 1 << 60)
-        return fn()
-
-
 @pytest.mark.parametrize("sorted_ids", [False, True])
-def test_gather_sum_streamed_equals_one_pass_and_reference(small_blocks, monkeypatch, sorted_ids):
-    from torch2jax_ops.torch_scatter._gather import gather_sum
+def test_streamed_sum_equals_one_pass_and_reference(sorted_ids):
+    from torch2jax_ops.torch_scatter._gather import streamed_sum
 
     rng = np.random.default_rng(0)
     table = jnp.asarray(rng.standard_normal((9, 3)), jnp.float32)
@@ -156,52 +153,38 @@ def test_gather_sum_streamed_equals_one_pass_and_reference(small_blocks, monkeyp
     if sorted_ids:
         order = np.argsort(np.asarray(dst), kind="stable")
         src, dst = src[order], dst[order]
-    run = jax.jit(lambda t, s, d: gather_sum(t, s, d, 6, indices_sorted=sorted_ids))
+    run = jax.jit(lambda t, s, d: streamed_sum(t, s, d, 6, sorted_ids, 8))  # 12 blocks + 7
     streamed = np.asarray(run(table, src, dst))
-    assert "while" in run.lower(table, src, dst).as_text()  # the loop ran (CPU)
-    one = np.asarray(_one_pass(monkeypatch, lambda: jax.jit(
-        lambda t, s, d: gather_sum(t, s, d, 6, indices_sorted=sorted_ids))(table, src, dst)))
     # the same scatter-adds in the same order: equal to the bit
-    np.testing.assert_array_equal(streamed, one)
+    np.testing.assert_array_equal(streamed, np.asarray(jax.jit(_one_pass, static_argnums=3)(
+        table, src, dst, 6)))
     np.testing.assert_allclose(streamed, _reference_sum(table, src, dst, 6), rtol=1e-5, atol=1e-6)
 
 
-def test_gather_sum_streamed_drops_invalid_ids_without_wrapping(small_blocks):
-    from torch2jax_ops.torch_scatter._gather import gather_sum
+def test_streamed_sum_drops_invalid_ids_without_wrapping():
+    from torch2jax_ops.torch_scatter._gather import streamed_sum
 
     table = jnp.arange(1, 13, dtype=jnp.float32).reshape(4, 3)
     # 20 edges: -1 must not read row 3, dst -1 must not reach segment 2, ids past the end
     src = jnp.asarray([0, -1, 3, 4, 1] * 4, jnp.int32)
     dst = jnp.asarray([0, 1, -1, 1, 2] * 4, jnp.int32)
-    got = np.asarray(gather_sum(table, src, dst, 3))
+    got = np.asarray(streamed_sum(table, src, dst, 3, False, 6))
     np.testing.assert_array_equal(got, np.stack([4 * np.arange(1, 4), np.zeros(3),
                                                  4 * np.arange(4, 7)]).astype(np.float32))
 
 
-def test_gather_sum_half_accumulates_in_float32(small_blocks):
-    from torch2jax_ops.torch_scatter._gather import gather_sum
-
-    # 2048 + 1 + 1 + ... in float16 stays 2048 (1 is below half an ulp); float32 counts them
-    table = jnp.asarray([[2048.0], [1.0]], jnp.float16)
-    src = jnp.asarray([0] + [1] * 40, jnp.int32)
-    got = gather_sum(table, src, jnp.zeros(41, jnp.int32), 1)
-    assert got.dtype == jnp.float32 and float(got[0, 0]) == 2088.0
-
-
-def test_gather_sum_streamed_gradient_jvp_and_vmap(small_blocks, monkeypatch):
-    from torch2jax_ops.torch_scatter._gather import gather_sum
+def test_streamed_sum_gradient_jvp_and_vmap():
+    from torch2jax_ops.torch_scatter._gather import streamed_sum
 
     rng = np.random.default_rng(1)
     table = jnp.asarray(rng.standard_normal((9, 2)), jnp.float32)
     src, dst = _edges(rng, 61, 9, 5)
     w = jnp.asarray(rng.standard_normal((5, 2)), jnp.float32)
-
-    def loss(t):
-        return (gather_sum(t, src, dst, 5) * w).sum()
-
-    grad = np.asarray(jax.grad(loss)(table))
-    one = np.asarray(_one_pass(monkeypatch, lambda: jax.grad(loss)(table)))
-    np.testing.assert_allclose(grad, one, rtol=1e-6)
+    grad = np.asarray(jax.grad(lambda t: (streamed_sum(t, src, dst, 5, False, 8) * w).sum())(
+        table))
+    one = np.asarray(jax.grad(lambda t: (_one_pass(t, src, dst, 5) * w).sum())(table))
+    # the transposed loop runs the blocks in reverse: sums in another order, last bits
+    np.testing.assert_allclose(grad, one, rtol=1e-5, atol=1e-7)
     # d loss / d table[r] = sum of w[dst] over the valid edges leaving r
     expected = np.zeros((9, 2))
     for s, d in zip(np.asarray(src), np.asarray(dst)):
@@ -209,24 +192,26 @@ def test_gather_sum_streamed_gradient_jvp_and_vmap(small_blocks, monkeypatch):
             expected[s] += np.asarray(w)[d]
     np.testing.assert_allclose(grad, expected, rtol=1e-5, atol=1e-6)
     tangent = jnp.ones_like(table)
-    _, jvp = jax.jvp(lambda t: gather_sum(t, src, dst, 5), (table,), (tangent,))
+    _, jvp = jax.jvp(lambda t: streamed_sum(t, src, dst, 5, False, 8), (table,), (tangent,))
     np.testing.assert_allclose(np.asarray(jvp), _reference_sum(tangent, src, dst, 5), rtol=1e-6)
     tables = jnp.stack([table, 2 * table])
-    batched = np.asarray(jax.vmap(lambda t: gather_sum(t, src, dst, 5))(tables))
+    batched = np.asarray(jax.vmap(lambda t: streamed_sum(t, src, dst, 5, False, 8))(tables))
     np.testing.assert_allclose(batched[1], 2 * batched[0], rtol=1e-6)
     np.testing.assert_allclose(batched[0], _reference_sum(table, src, dst, 5), rtol=1e-5,
                                atol=1e-6)
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
-def test_gather_aggregate_equals_gather_then_aggregate(small_blocks, reduce):
+def test_gather_aggregate_streams_and_equals_gather_then_aggregate(small_blocks, reduce):
     from torch2jax_ops.geometric._edges import aggregate, gather_aggregate, gather_rows
 
     rng = np.random.default_rng(2)
     x = jnp.asarray(rng.standard_normal((9, 4)), jnp.float32)
     src = jnp.asarray(rng.integers(0, 9, 50), jnp.int32)
     dst = jnp.asarray(np.r_[rng.integers(0, 6, 45), [7] * 5], jnp.int32)  # 6 empty, 5 dropped
-    got = np.asarray(gather_aggregate(x, src, dst, 7, reduce))
+    run = jax.jit(lambda x, s, d: gather_aggregate(x, s, d, 7, reduce))
+    assert "while" in run.lower(x, src, dst).as_text()  # the loop is what is checked (CPU)
+    got = np.asarray(run(x, src, dst))
     two_steps = np.asarray(aggregate(gather_rows(x, src), dst, 7, reduce))
     np.testing.assert_allclose(got, two_steps, rtol=1e-6, atol=1e-7)
     counts = np.bincount(np.asarray(dst), minlength=8)[:7]
@@ -236,7 +221,17 @@ def test_gather_aggregate_equals_gather_then_aggregate(small_blocks, reduce):
     assert (counts == 0).any() and (got[counts == 0] == 0).all()  # empty targets: 0
 
 
-def test_gather_sum_is_one_pass_with_several_devices():
+def test_gather_aggregate_half_accumulates_in_float32(small_blocks):
+    from torch2jax_ops.geometric._edges import gather_aggregate
+
+    # 2048 + 1 + 1 + ... in float16 stays 2048 (1 is below half an ulp); float32 counts them
+    x = jnp.asarray([[2048.0], [1.0]], jnp.float16)
+    src = jnp.asarray([0] + [1] * 40, jnp.int32)
+    got = gather_aggregate(x, src, jnp.zeros(41, jnp.int32), 1)
+    assert got.dtype == jnp.float16 and float(got[0, 0]) == 2088.0
+
+
+def test_one_pass_with_several_devices():
     """With several devices the edge arrays may be sharded (GSPMD would have to gather
     what the loop slices block by block): one pass there, checked on 2 forced CPU devices."""
     import subprocess
@@ -246,9 +241,10 @@ def test_gather_sum_is_one_pass_with_several_devices():
     script = (
         "import jax, jax.numpy as jnp\n"
         "from torch2jax_ops.torch_scatter import _gather\n"
+        "from torch2jax_ops.geometric._edges import gather_aggregate\n"
         "_gather.STREAM_ELEMENTS, _gather.STREAM_BLOCK_ELEMENTS = 40, 24\n"
-        "assert jax.device_count() == 2\n"
-        "f = jax.jit(lambda t, s, d: _gather.gather_sum(t, s, d, 6))\n"
+        "assert jax.device_count() == 2 and _gather.stream_block((9, 3), 103) is None\n"
+        "f = jax.jit(lambda t, s, d: gather_aggregate(t, s, d, 6))\n"
         "args = (jnp.ones((9, 3)), jnp.zeros(103, jnp.int32), jnp.zeros(103, jnp.int32))\n"
         "assert 'while' not in f.lower(*args).as_text()\n"
         "assert float(f(*args)[0, 0]) == 103.0\n"

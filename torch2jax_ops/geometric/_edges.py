@@ -39,8 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse as jsparse
 
+from .. import _dtypes
 from .._checking import REDUCTIONS, as_array, check_reduce, debug_check, is_traced, static_int
-from ..torch_scatter._gather import gather_sum, slot_sum, take_groups, take_rows
+from ..torch_scatter._gather import slot_sum, stream_block, streamed_sum, take_groups, take_rows
 from ..torch_scatter._groups import Groups
 from ._edge_index import EdgeIndex
 
@@ -168,24 +169,37 @@ def aggregate(messages: jax.Array, index: jax.Array, num_nodes: int, reduce: str
 
 def gather_aggregate(x: jax.Array, src: jax.Array, dst: jax.Array, num_nodes: int,
                      reduce: str = "sum", *, op: str = "aggregate",
-                     indices_sorted: bool = False) -> jax.Array:
+                     indices_sorted: bool = False, masked: bool = False) -> jax.Array:
     """``aggregate(gather_rows(x, src), dst, num_nodes, reduce)``: each edge's message
     is its source row ``x_j``, reduced at its target (PyG's default ``message``).
 
     ``x [N_src, *F]``, ``src [E]``, ``dst [E]`` -> ``[num_nodes, *F]``, the same
-    value and gradient as the two steps. A sum or mean of floating rows runs as
-    :func:`~torch2jax_ops.torch_scatter._gather.gather_sum`: on the CPU a large edge
-    list streams through cache-sized blocks instead of one ``[E, *F]`` buffer
-    (1M edges x 64 features: half the time); the mean divides the sum by
-    ``max(count, 1)`` in the accumulation dtype and rounds once, as :func:`aggregate`.
+    value as the two steps (the gradient up to the order of its sums). On the CPU, a sum or mean of floating
+    rows over a large edge list (:func:`~torch2jax_ops.torch_scatter._gather.stream_block`)
+    runs as :func:`~torch2jax_ops.torch_scatter._gather.streamed_sum`, through
+    cache-sized blocks of edges instead of one ``[E, *F]`` buffer (1M edges x 64
+    features: half the time); the mean divides that sum by ``max(count, 1)`` in the
+    accumulation dtype and rounds once, as :func:`aggregate`. Elsewhere, and for
+    small edge lists, the two steps themselves (``masked``: :func:`gather` instead of
+    :func:`gather_rows`, the form a layer used before).
     """
-    kind = check_reduce(reduce, REDUCTIONS, "aggr", op=op)
-    if kind not in ("sum", "mean") or not jnp.issubdtype(x.dtype, jnp.inexact):
-        return aggregate(gather_rows(x, src), dst, num_nodes, reduce, op=op,
+    def two_steps() -> jax.Array:
+        rows = gather(x, src) if masked else gather_rows(x, src)
+        return aggregate(rows, dst, num_nodes, reduce, op=op,
                          indices_sorted=indices_sorted)
-    total = gather_sum(x, src, dst, num_nodes, indices_sorted=indices_sorted)
-    if kind == "mean":
-        ones = jnp.ones(dst.shape, jnp.int32)
-        count = slot_sum(ones, dst, num_nodes).reshape((num_nodes,) + (1,) * (x.ndim - 1))
-        total = total / jnp.maximum(count, 1).astype(total.dtype)
-    return total.astype(x.dtype)
+
+    kind = check_reduce(reduce, REDUCTIONS, "aggr", op=op)
+    block = stream_block(x.shape, src.shape[0])
+    if kind not in ("sum", "mean") or not jnp.issubdtype(x.dtype, jnp.inexact) or block is None:
+        return two_steps()
+
+    def streamed() -> jax.Array:
+        acc = _dtypes.accumulation_dtype(x.dtype)
+        total = streamed_sum(x.astype(acc), src, dst, num_nodes, indices_sorted, block)
+        if kind == "mean":
+            count = slot_sum(jnp.ones(dst.shape, jnp.int32), dst, num_nodes)
+            total = total / jnp.maximum(count, 1).astype(acc).reshape(
+                (num_nodes,) + (1,) * (x.ndim - 1))
+        return total.astype(x.dtype)
+
+    return jax.lax.platform_dependent(cpu=streamed, default=two_steps)

@@ -7,21 +7,21 @@ gradient, a scatter-add, accumulates in float32 as torch's does.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
 
-__all__ = ["csr_ids", "gather_along", "take_groups", "take_rows", "slot_sum", "gather_sum",
-           "STREAM_ELEMENTS", "STREAM_BLOCK_ELEMENTS"]
+__all__ = ["csr_ids", "gather_along", "take_groups", "take_rows", "slot_sum", "stream_block",
+           "streamed_sum", "STREAM_ELEMENTS", "STREAM_BLOCK_ELEMENTS"]
 
-#: gathered elements (rows x features) from which :func:`gather_sum` streams on the CPU.
+#: gathered elements (rows x features) from which :func:`stream_block` picks the loop.
 #: Measured 2026-11-26 (N = 50k, random ids): at 6.4M elements one pass was faster (23 vs
 #: 26-31 ms), from 9.6M on the loop (600k x 16: 24 vs 10-13 ms; 1M x 64: 241 vs 115 ms)
 STREAM_ELEMENTS = 1 << 22
-#: elements per block of :func:`gather_sum`'s CPU loop: 8 MB of float32 messages, reused.
+#: elements per block of :func:`streamed_sum`'s loop: 8 MB of float32 messages, reused.
 #: Blocks of 2**19..2**22 elements were within 15% of each other at 1M x 64 and 1.2M x 16;
 #: 2**21 was the fastest of them at both
 STREAM_BLOCK_ELEMENTS = 1 << 21
@@ -129,12 +129,37 @@ def slot_sum(rows: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
 
 
 
-def _streamed_sum(table: jax.Array, src: jax.Array, dst: jax.Array, num_segments: int,
-                  indices_sorted: bool, block: int) -> jax.Array:
-    """:func:`gather_sum` over blocks of ``block`` edges in a loop, the rest in one more
-    step: the same scatter-adds in the same order, and no E-sized temporary (ids are
-    checked per block; an edge with an invalid id on either end is dropped, which
-    is what its zero message would add)."""
+def stream_block(table_shape: tuple, edges: int) -> Optional[int]:
+    """Edges per block of :func:`streamed_sum` for ``edges`` rows gathered from a table of
+    ``table_shape``, or None where one pass is the better form: below
+    :data:`STREAM_ELEMENTS` gathered elements, or in a process with several devices (the
+    edge arrays may be sharded there, and the loop would slice them block by block).
+    The caller picks the loop on the CPU only (``jax.lax.platform_dependent``)."""
+    per_row = max(1, math.prod(table_shape[1:]))
+    block = max(1, STREAM_BLOCK_ELEMENTS // per_row)
+    if edges * per_row < STREAM_ELEMENTS or edges <= block or jax.device_count() > 1:
+        return None
+    return block
+
+
+def streamed_sum(table: jax.Array, src: jax.Array, dst: jax.Array, num_segments: int,
+                 indices_sorted: bool, block: int) -> jax.Array:
+    """``segment_sum(table[src], dst, num_segments)`` as a loop over blocks of ``block`` edges.
+
+    ``table [M, *F]``, ``src [E]``, ``dst [E]`` -> ``[num_segments, *F]`` in the
+    table's dtype (cast it to the accumulation dtype first). An edge with an id
+    outside ``[0, M)`` or ``[0, num_segments)`` is dropped, which is what its zero
+    message would add (:func:`take_rows` and :func:`slot_sum`'s rules; negative ids
+    never wrap around). ``indices_sorted`` promises a non-decreasing ``dst``.
+
+    Each block's rows are gathered into a buffer that stays in cache and is
+    reused, instead of one ``[E, *F]`` buffer that XLA:CPU allocates afresh on
+    every call (its page faults cost more than the gather). The scatter-adds
+    run in the same order as one pass's, so the sum is the same to the bit; the
+    gradient, a loop too, is JAX's transpose of this one (it visits the blocks in
+    reverse, so its sums may differ from one pass's in the last bits). The last
+    partial block runs after the loop: no E-sized temporary at all.
+    """
     count, edges = table.shape[0], src.shape[0]
     dims = jax.lax.ScatterDimensionNumbers(
         update_window_dims=tuple(range(1, table.ndim)), inserted_window_dims=(0,),
@@ -160,45 +185,3 @@ def _streamed_sum(table: jax.Array, src: jax.Array, dst: jax.Array, num_segments
     if steps * block < edges:
         acc = add(acc, src[steps * block:], dst[steps * block:])
     return acc
-
-
-def gather_sum(table: jax.Array, src: jax.Array, dst: jax.Array, num_segments: int, *,
-               indices_sorted: bool = False) -> jax.Array:
-    """``segment_sum(table[src], dst, num_segments)``, the rows' sum in the accumulation dtype.
-
-    ``table [M, *F]``, ``src [E]``, ``dst [E]`` -> ``[num_segments, *F]`` in
-    float32 for float16/bfloat16 tables (the caller rounds once), else the
-    table's dtype. Ids outside ``[0, M)`` read zeros, ids outside
-    ``[0, num_segments)`` reach no segment (the rules of :func:`take_rows` and
-    :func:`slot_sum`, whose composition this is, with the same value and
-    gradient). ``indices_sorted`` promises a non-decreasing ``dst``.
-
-    On the CPU, from :data:`STREAM_ELEMENTS` gathered elements on, the edges run in
-    blocks of :data:`STREAM_BLOCK_ELEMENTS` elements through a loop: each block's
-    rows are gathered into a buffer that stays in cache and is reused, instead of
-    one ``[E, *F]`` buffer that XLA:CPU allocates afresh on every call (its page
-    faults cost more than the gather). The scatter-adds run in the same order, so
-    the result is the same to the bit; the gradient, a loop too, is JAX's
-    transpose of it. Elsewhere (GPU), below the threshold, and in a process with
-    several devices (where the edge arrays may be sharded: the loop would slice them
-    block by block), one pass.
-    """
-    table = table.astype(_dtypes.accumulation_dtype(table.dtype))
-    per_row = max(1, math.prod(table.shape[1:]))
-    block = max(1, STREAM_BLOCK_ELEMENTS // per_row)
-
-    def one_pass() -> jax.Array:
-        count = table.shape[0]
-        src_ = jnp.where((src >= 0) & (src < count), src, count)
-        dst_ = jnp.where((dst >= 0) & (dst < num_segments), dst, num_segments)
-        padded = jnp.concatenate([table, jnp.zeros((1,) + table.shape[1:], table.dtype)])
-        rows = padded.at[src_].get(mode="promise_in_bounds")
-        return jax.ops.segment_sum(rows, dst_, num_segments + 1, indices_are_sorted=indices_sorted,
-                                   mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)[:num_segments]
-
-    if (src.shape[0] * per_row < STREAM_ELEMENTS or src.shape[0] <= block
-            or jax.device_count() > 1):  # GSPMD would split edge arrays the loop slices
-        return one_pass()
-    return jax.lax.platform_dependent(
-        cpu=lambda: _streamed_sum(table, src, dst, num_segments, indices_sorted, block),
-        default=one_pass)

@@ -47,7 +47,7 @@ class GINConv(eqx.Module):
         edge_index = graph.edge_index
         n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
         return self._combine(gather_aggregate(x_src, edge_index[0], edge_index[1], n, op=op,
-                                              indices_sorted=graph.sorted), x_dst)
+                                              indices_sorted=graph.sorted, masked=True), x_dst)
 
 
 class GINEConv(GINConv):
