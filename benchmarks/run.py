@@ -674,8 +674,9 @@ HETERO_NOTES = (
     "one neighbour matmul on the concatenated aggregates), written by hand, saved a further "
     "16% (275 -> 231 ms) but needs a HeteroConv port that sees through its convs (not "
     "built: the fx path traces HeteroConv's loop, whose dict output a leaf port could not "
-    "hand back to a traced forward). PyG's time moved between 487 and 675 ms from run to "
-    "run this session, and the ratio read 0.49-0.62 in eight runs of bench_hetero.py.")
+    "hand back to a traced forward). PyG's time moved between 319 and 675 ms from run to "
+    "run on 2026-11-26 (ours between 236 and 354 ms), and the ratio read 0.49-0.74 in nine "
+    "runs: on this machine the row's ratio says as much about PyG's state as about ours.")
 
 
 def scale_markdown(rows: list[dict]) -> list[str]:
