@@ -174,9 +174,10 @@ def gather_aggregate(x: jax.Array, src: jax.Array, dst: jax.Array, num_nodes: in
     is its source row ``x_j``, reduced at its target (PyG's default ``message``).
 
     ``x [N_src, *F]``, ``src [E]``, ``dst [E]`` -> ``[num_nodes, *F]``, the same
-    value as the two steps (the gradient up to the order of its sums). On the CPU, a sum or mean of floating
-    rows over a large edge list (:func:`~torch2jax_ops.torch_scatter._gather.stream_block`)
-    runs as :func:`~torch2jax_ops.torch_scatter._gather.streamed_sum`, through
+    value as the two steps (the gradient up to the order of its sums). On the CPU, a
+    sum or mean of floating rows over a large edge list
+    (:func:`~torch2jax_ops.torch_scatter._gather.stream_block`) runs as
+    :func:`~torch2jax_ops.torch_scatter._gather.streamed_sum`, through
     cache-sized blocks of edges instead of one ``[E, *F]`` buffer (1M edges x 64
     features: half the time); the mean divides that sum by ``max(count, 1)`` in the
     accumulation dtype and rounds once, as :func:`aggregate`. Elsewhere, and for

@@ -18,8 +18,11 @@ __all__ = ["csr_ids", "gather_along", "take_groups", "take_rows", "slot_sum", "s
            "streamed_sum", "STREAM_ELEMENTS", "STREAM_BLOCK_ELEMENTS"]
 
 #: gathered elements (rows x features) from which :func:`stream_block` picks the loop.
-#: Measured 2026-11-26 (N = 50k, random ids): at 6.4M elements one pass was faster (23 vs
-#: 26-31 ms), from 9.6M on the loop (600k x 16: 24 vs 10-13 ms; 1M x 64: 241 vs 115 ms)
+#: Measured 2026-11-26 (N = 50k, random ids), each op alone: one pass was faster at 3.2M
+#: and 6.4M elements (14 vs 18-22 ms, 23 vs 26-31 ms), the loop from 9.6M on (600k x 16:
+#: 24 vs 10-13 ms; 1M x 64: 241 vs 115 ms). In the hetero benchmark's step, where every
+#: buffer adds to the temporaries allocated per call, thresholds of 2**20 to 2**23 gave the
+#: same time (316-321 ms in one A/B run, 352 ms without the loop): 2**22 lies between
 STREAM_ELEMENTS = 1 << 22
 #: elements per block of :func:`streamed_sum`'s loop: 8 MB of float32 messages, reused.
 #: Blocks of 2**19..2**22 elements were within 15% of each other at 1M x 64 and 1.2M x 16;
@@ -126,7 +129,6 @@ def slot_sum(rows: jax.Array, ids: jax.Array, num_segments: int) -> jax.Array:
     slot = jnp.where((ids >= 0) & (ids < num_segments), ids, num_segments)
     return jax.ops.segment_sum(rows, slot, num_segments + 1,
                                mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)[:num_segments]
-
 
 
 def stream_block(table_shape: tuple, edges: int) -> Optional[int]:
