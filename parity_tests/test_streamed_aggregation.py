@@ -1,5 +1,6 @@
 """PyG's convs whose message is the source row (SAGEConv, GINConv) against the ports with
-the CPU's streamed aggregation (``torch_scatter._gather.gather_sum``) forced on.
+the CPU's streamed aggregation (``geometric._edges.gather_aggregate`` running
+``torch_scatter._gather.streamed_sum``) forced on.
 
 At real sizes (1M edges x 64 features) the aggregation runs as a loop over blocks of
 edges; the thresholds are lowered here so that a 300-edge graph takes the same path
@@ -13,7 +14,7 @@ import pytest
 import torch
 import torch_geometric.nn as pnn
 
-from torch2jax_ops import dtypes
+from torch2jax_ops import dtypes, to_jax
 from torch2jax_ops.nn import from_torch
 from torch2jax_ops.parity import compare_modules
 from torch2jax_ops.torch_scatter import _gather
@@ -57,8 +58,8 @@ def test_streamed_aggregation_matches_pyg(streamed, name, dtype):
     x, ei = _graph(dtype, "bipartite" in name)
     with dtypes.x64(dtype == "float64"):
         port = from_torch(layer, copy=True)
-        jx = jax.tree.map(lambda t: jax.numpy.asarray(t.numpy()), x)
-        lowered = jax.jit(lambda p, a, b: p(a, b)).lower(port, jx, jax.numpy.asarray(ei.numpy()))
+        jx = jax.tree.map(to_jax, x)
+        lowered = jax.jit(lambda p, a, b: p(a, b)).lower(port, jx, to_jax(ei, allow_downcast=True))
         assert "while" in lowered.as_text()  # the streamed loop is what is compared
         result = compare_modules(layer, port, x, ei, name=name)
     assert result.passed, str(result)
