@@ -117,6 +117,25 @@ def _heteroconv(aggr: Optional[str]) -> Callable:
     return make
 
 
+def _heteroconv_linear(aggr: str) -> Callable:
+    """Every relation into ``paper`` a SAGEConv / GraphConv with a sum or mean ``aggr``: the
+    port sums their matmuls as one (root terms on ``x_dict["paper"]`` merged, aggregations
+    concatenated); projected first where ``out < in`` (``author`` 6 -> 4), ``project=True``,
+    no root weight, GraphConv ``add`` and ``mean``. ``author`` and ``term`` get one relation."""
+    def make(data):
+        import torch_geometric.nn as tnn
+
+        convs = {WRITES: tnn.SAGEConv((-1, -1), 4),
+                 CITES: tnn.SAGEConv(-1, 4, aggr="sum", root_weight=False),
+                 REV_HAS: tnn.SAGEConv((4, 8), 4, project=True),
+                 REV_WRITES: tnn.GraphConv((-1, -1), 4, aggr="mean"),
+                 HAS: tnn.SAGEConv((-1, -1), 4)}
+        if PUBLISHES in data.edge_types:
+            convs[PUBLISHES] = tnn.GraphConv((-1, -1), 4)
+        return tnn.HeteroConv(convs, aggr=aggr)
+    return make
+
+
 def _to_hetero(aggr: str) -> Callable:
     # (a torch_geometric.nn.Sequential goes through to_hetero only when created in a module
     # importable by its file's base name -- PyG compiles its forward from a template that
@@ -191,6 +210,8 @@ def _layers() -> dict[str, tuple[Callable, Callable]]:
         **{f"HeteroConv-{aggr}": (_heteroconv(aggr), inputs)
            for aggr in ("sum", "mean", "max", "min", "cat")},
         "HeteroConv-stack": (_heteroconv(None), inputs),  # aggr=None: stacked on dim 1
+        "HeteroConv-fused-sum": (_heteroconv_linear("sum"), inputs),
+        "HeteroConv-fused-mean": (_heteroconv_linear("mean"), inputs),
         "to_hetero-sum": (_to_hetero("sum"), inputs),
         "to_hetero-mean": (_to_hetero("mean"), inputs),
         "to_hetero-max": (_to_hetero("max"), inputs),

@@ -248,6 +248,12 @@ def _make_tracer_class() -> type:
             if _mutates(kind, target) and node.args and isinstance(node.args[0], fx.Node):
                 # x.add_(y), x[i] = v: later uses of x see the new value
                 self._rebind(node.args[0], result, node)
+            if kind in ("call_module", "call_function") and type(result) is dict:
+                # a leaf returning a dict (HeteroConv, HeteroDictLinear: {node_type: x}):
+                # the forward gets a real dict of proxies, so `.items()`, `in`, iteration
+                # and a dict comprehension over it behave as in torch
+                return {k: self.create_proxy("call_function", operator.getitem, (proxy, k), {})
+                        for k in result}
             return proxy
 
         def _rebind(self, target: Any, value: Any, node: Any) -> None:

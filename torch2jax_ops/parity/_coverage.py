@@ -45,7 +45,6 @@ NOT_PORTED: dict[str, str] = {
 #: forward is traced; the layers inside have converters): ported when the parity suite has
 #: cases proving it
 THROUGH_FX: dict[str, str] = {
-    "HeteroConv": "through the fx path: its loop over edge types is traced, each conv ported",
     "HANConv": "through the fx path: traced on the MessagePassing base",
     "RGATConv": "through the fx path: traced on the MessagePassing base (attention_mechanism="
                 "'within-relation' masks edges per relation: eager only, not under jit)",

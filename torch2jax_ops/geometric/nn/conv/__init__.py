@@ -23,6 +23,7 @@ from ._general_conv import GeneralConv
 from ._gin_conv import GINConv, GINEConv
 from ._graph_conv import GraphConv
 from ._heat_conv import HEATConv
+from ._hetero_conv import HeteroConv
 from ._hgt_conv import HGTConv
 from ._le_conv import LEConv
 from ._mixhop_conv import MixHopConv
@@ -48,5 +49,5 @@ __all__ = ["GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv",
            "EdgeConv", "PNAConv", "RGCNConv", "FastRGCNConv", "GENConv", "NNConv", "CGConv",
            "PointNetConv",
            # heterogeneous family
-           "HGTConv", "HEATConv",
+           "HGTConv", "HEATConv", "HeteroConv",
            ]

@@ -4,12 +4,14 @@ from __future__ import annotations
 from typing import Any, Optional, cast
 
 import equinox as eqx
+import jax
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather
 from .._common import (
     FUSED_AGGRS,
+    Graph,
     check_aggr,
     check_flow,
     edge_values,
@@ -18,6 +20,7 @@ from .._common import (
     spmm_adjacency,
     weighted,
 )
+from .._linear_parts import LINEAR_AGGRS, LinearParts
 
 __all__ = ['GraphConv']
 
@@ -48,6 +51,8 @@ class GraphConv(eqx.Module):
         op = "GraphConv"
         x_src, x_dst = pair(x, op=op)
         graph = graph_input(edge_index, x_src, x_dst, op=op)
+        if self.aggr_module is None and self.aggr in LINEAR_AGGRS:
+            return self._parts(x_src, x_dst, graph, edge_weight).value()
         edge_index = graph.edge_index
         n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
         if graph.adj is not None:
@@ -68,6 +73,39 @@ class GraphConv(eqx.Module):
                             indices_sorted=graph.sorted)
         out = self.lin_rel(out)
         return out if x_dst is None else out + self.lin_root(x_dst)
+
+    def linear_parts(self, x: Any, edge_index: Any,
+                     edge_weight: Any = None) -> Optional[LinearParts]:
+        """The output as :class:`LinearParts` (what ``HeteroConv`` fuses across the
+        relations of a node type), or None for a max / min / mul or module ``aggr``."""
+        if self.aggr_module is not None or self.aggr not in LINEAR_AGGRS:
+            return None
+        op = "GraphConv"
+        x_src, x_dst = pair(x, op=op)
+        return self._parts(x_src, x_dst, graph_input(edge_index, x_src, x_dst, op=op),
+                           edge_weight)
+
+    def _parts(self, x_src: jax.Array, x_dst: Optional[jax.Array], graph: Graph,
+               edge_weight: Any) -> LinearParts:
+        """``lin_rel(aggr_j w_ji x_j) + lin_root(x_i)`` as terms, for a sum / mean ``aggr``."""
+        op, aggr = "GraphConv", cast(str, self.aggr)
+        if graph.adj is not None:
+            # PyG's message_and_aggregate: spmm(adj_t, x[0], reduce=aggr); the values are
+            # the weights, edge_weight is ignored
+            out = spmm_adjacency(graph.adj, x_src, aggr, op=op)
+        else:
+            n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
+            weight = edge_values(edge_weight, graph.edge_index, "edge_weight", op=op)
+            messages = weighted(gather(x_src, graph.edge_index[0]), weight)
+            out = aggregate(messages, graph.edge_index[1], n, aggr, op=op,
+                            indices_sorted=graph.sorted)
+        terms = [(out, self.lin_rel.weight)]
+        addends = [] if self.lin_rel.bias is None else [self.lin_rel.bias]
+        if x_dst is not None:
+            terms.append((x_dst, self.lin_root.weight))
+            if self.lin_root.bias is not None:
+                addends.append(self.lin_root.bias)
+        return LinearParts(tuple(terms), tuple(addends))
 
 
 @register_converter(f"{_PYG}.conv.graph_conv.GraphConv")
