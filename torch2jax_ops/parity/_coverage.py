@@ -49,8 +49,6 @@ THROUGH_FX: dict[str, str] = {
     "RGATConv": "through the fx path: traced on the MessagePassing base (attention_mechanism="
                 "'within-relation' masks edges per relation: eager only, not under jit)",
     "HeteroLayerNorm": "through the fx path",
-    "HeteroBatchNorm": "through the fx path, eval mode (training mode updates the running "
-                       "statistics of the types present: torch.unique of the data)",
 }
 
 #: the PyG namespaces the table covers, in order

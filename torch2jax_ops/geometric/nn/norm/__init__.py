@@ -7,10 +7,11 @@ norms: under ``jax.jit`` pass ``batch_size`` with a ``batch``, and graph id
 from ._batch_norm import BatchNorm
 from ._diff_group_norm import DiffGroupNorm
 from ._graph_norm import GraphNorm, GraphSizeNorm, MeanSubtractionNorm
+from ._hetero_batch_norm import HeteroBatchNorm
 from ._instance_norm import InstanceNorm
 from ._layer_norm import LayerNorm
 from ._message_norm import MessageNorm
 from ._pair_norm import PairNorm
 
 __all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "GraphNorm", "GraphSizeNorm", "PairNorm",
-           "MeanSubtractionNorm", "MessageNorm", "DiffGroupNorm"]
+           "MeanSubtractionNorm", "MessageNorm", "DiffGroupNorm", "HeteroBatchNorm"]
