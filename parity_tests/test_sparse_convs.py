@@ -409,6 +409,9 @@ def test_sparse_tensor_adj_t(name):
     for converted in (adj.to_torch_sparse_csr_tensor(), adj.to_torch_sparse_coo_tensor()):
         got = from_torch(layer)(to_jax(x), to_jax(converted))
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    # the SparseTensor itself: an error that says how, and what differs
+    with pytest.raises(TypeError, match=r"to_torch_sparse_csr_tensor\(\).*SAGEConv"):
+        to_jax(adj)
 
 
 # ------------------------------------------------------------------ EdgeIndex

@@ -224,6 +224,13 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
     import torch
 
     if not isinstance(tensor, torch.Tensor):
+        if type(tensor).__module__.startswith("torch_sparse"):
+            raise TypeError(
+                f"to_jax: got a torch_sparse.{type(tensor).__name__}; convert it with "
+                f"adj_t.to_torch_sparse_csr_tensor() first (to_jax then gives a BCSR). "
+                f"Mind the values: on a SparseTensor PyG's SAGEConv / GINConv ignore them "
+                f"and GCNConv replaces its diagonal, on a torch sparse tensor they use them "
+                f"(migration_guide/hetero.md, Pitfalls)")
         hint = (" (it is already a JAX array)" if isinstance(tensor, jax.Array) else
                 "; for NumPy arrays and Python numbers use jnp.asarray")
         raise TypeError(f"to_jax: expected a torch.Tensor, got {type(tensor).__name__}{hint}")
