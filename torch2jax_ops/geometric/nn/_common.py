@@ -18,14 +18,14 @@ from typing import Any, NamedTuple, Optional, Union
 
 import jax
 
-from ..._checking import REDUCTIONS, as_array
+from ..._checking import REDUCTIONS, as_array, check_bounds, check_index
 from ...nn import Converter
 from .._adjacency import Adjacency, adjacency
 from .._edge_index import EdgeIndex
 from .._edges import aggregate, edge_array, gather, is_sparse_matrix, targets_sorted
 from ._message_passing import FUSE_AGGRS
 
-__all__ = ["NodeFeatures", "pair", "checked_edges", "edge_values", "weighted", "check_flow",
+__all__ = ["NodeFeatures", "typed_rows", "pair", "checked_edges", "edge_values", "weighted", "check_flow",
            "check_aggr", "Graph", "graph_input", "FUSED_AGGRS", "spmm_adjacency",
            "refuse_sparse"]
 
@@ -197,3 +197,22 @@ def check_aggr(m: Any, ctx: Converter, allowed: tuple = REDUCTIONS, *,
     hint = (" or an aggregation module with a converter (torch2jax_ops.geometric.nn.aggr)"
             if modules else "")
     raise ctx.unsupported(m, f"aggr={aggr!r}; ported: {allowed}{hint}")
+
+
+def typed_rows(x: Any, type_vec: Any, num_types: int, *, op: str, what: str,
+               in_channels: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
+    """``x [N, C]`` and ``type_vec [N]`` of a layer with one ``what`` per type (HeteroLinear's
+    weight matrices, HeteroBatchNorm's statistics), checked: ``C == in_channels`` when
+    given, one type per row, ids in ``[0, num_types)`` (an error on concrete input)."""
+    x = as_array(x, "x", op=op)
+    type_vec = as_array(type_vec, "type_vec", op=op)
+    if x.ndim != 2 or (in_channels is not None and x.shape[1] != in_channels):
+        width = "in_channels" if in_channels is None else f"in_channels={in_channels}"
+        raise ValueError(f"{op}: `x` must be [num_rows, {width}], got shape {tuple(x.shape)}")
+    check_index(type_vec, "type_vec", op=op)
+    if type_vec.shape != (x.shape[0],):
+        raise ValueError(f"{op}: `type_vec` must be 1-D with one type per row of `x` "
+                         f"({x.shape[0]}), got shape {tuple(type_vec.shape)}")
+    check_bounds(type_vec, num_types, "type_vec", target=f"the types (num_types={num_types})",
+                 fix=f"each row's type must name one of the layer's {what}", op=op)
+    return x, type_vec

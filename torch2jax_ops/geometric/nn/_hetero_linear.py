@@ -16,10 +16,11 @@ from typing import Any, Optional
 import equinox as eqx
 import jax
 
-from ..._checking import as_array, check_bounds, check_index
+from ..._checking import as_array
 from ..._sharding import sharding_aware
 from ...nn import Converter, register_converter
 from .._segment_matmul import typed_matmul
+from ._common import typed_rows
 
 __all__ = ["HeteroLinear", "HeteroDictLinear"]
 
@@ -58,19 +59,8 @@ class HeteroLinear(eqx.Module):
 
     @sharding_aware
     def __call__(self, x: Any, type_vec: Any) -> jax.Array:
-        op = "HeteroLinear"
-        x = as_array(x, "x", op=op)
-        type_vec = as_array(type_vec, "type_vec", op=op)
-        if x.ndim != 2 or x.shape[1] != self.in_channels:
-            raise ValueError(f"{op}: `x` must be [num_rows, in_channels={self.in_channels}], "
-                             f"got shape {tuple(x.shape)}")
-        check_index(type_vec, "type_vec", op=op)
-        if type_vec.shape != (x.shape[0],):
-            raise ValueError(f"{op}: `type_vec` must be 1-D with one type per row of `x` "
-                             f"({x.shape[0]}), got shape {tuple(type_vec.shape)}")
-        t = self.num_types
-        check_bounds(type_vec, t, "type_vec", target=f"the types (num_types={t})",
-                     fix="each row's type must name one of the layer's weight matrices", op=op)
+        x, type_vec = typed_rows(x, type_vec, self.num_types, op="HeteroLinear",
+                                 what="weight matrices", in_channels=self.in_channels)
         return typed_matmul(x, type_vec, self.weight, self.bias)
 
 

@@ -7,10 +7,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...._checking import as_array, check_bounds, check_index
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import record_update
+from .._common import typed_rows
 
 __all__ = ["HeteroBatchNorm"]
 
@@ -57,19 +57,8 @@ class HeteroBatchNorm(eqx.Module):
 
     @sharding_aware
     def __call__(self, x: Any, type_vec: Any) -> jax.Array:
-        op = "HeteroBatchNorm"
-        x = as_array(x, "x", op=op)
-        type_vec = as_array(type_vec, "type_vec", op=op)
-        if x.ndim != 2:
-            raise ValueError(f"{op}: `x` must be [num_rows, in_channels], got shape "
-                             f"{tuple(x.shape)}")
-        check_index(type_vec, "type_vec", op=op)
-        if type_vec.shape != (x.shape[0],):
-            raise ValueError(f"{op}: `type_vec` must be 1-D with one type per row of `x` "
-                             f"({x.shape[0]}), got shape {tuple(type_vec.shape)}")
         t = self.num_types
-        check_bounds(type_vec, t, "type_vec", target=f"the types (num_types={t})",
-                     fix="each row's type must name one of the layer's statistics", op=op)
+        x, type_vec = typed_rows(x, type_vec, t, op="HeteroBatchNorm", what="statistics")
         if self.training or self.running_mean is None:
             mean, var, count = jax.lax.stop_gradient(type_mean_var(x, type_vec, t))
             if self.training and self.running_mean is not None:
