@@ -286,8 +286,12 @@ def _typed_layers() -> dict[str, tuple[Callable, Callable]]:
         "RGATConv-2-heads-f-scaled": (lambda: tnn.RGATConv(
             6, 4, NUM_TYPES, heads=2, attention_mode="multiplicative-self-attention",
             mod="f-scaled"), conv),
-        # (attention_mechanism="within-relation" softmaxes x[edge_type == r] per relation in
-        # a Python loop: a data-dependent shape, so that mode ports eagerly, not under jit)
+        # within-relation: PyG softmaxes alpha[edge_type == r] per relation in a Python loop
+        # (a data-dependent shape); the port groups by (target, relation) instead, under jit
+        "RGATConv-within-relation": (lambda: tnn.RGATConv(
+            6, 4, NUM_TYPES, heads=2, attention_mechanism="within-relation"), conv),
+        "RGATConv-within-relation-f-scaled": (lambda: tnn.RGATConv(
+            6, 4, NUM_TYPES, attention_mechanism="within-relation", mod="f-scaled"), conv),
         "RGATConv-additive-edge-dim": (lambda: tnn.RGATConv(
             6, 4, NUM_TYPES, heads=2, concat=False, edge_dim=3, mod="additive"),
             lambda g: conv(g) + (g["edge_attr"],)),

@@ -46,8 +46,6 @@ NOT_PORTED: dict[str, str] = {
 #: cases proving it
 THROUGH_FX: dict[str, str] = {
     "HANConv": "through the fx path: traced on the MessagePassing base",
-    "RGATConv": "through the fx path: traced on the MessagePassing base (attention_mechanism="
-                "'within-relation' masks edges per relation: eager only, not under jit)",
     "HeteroLayerNorm": "through the fx path",
 }
 

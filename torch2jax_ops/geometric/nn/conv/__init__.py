@@ -31,6 +31,7 @@ from ._nn_conv import NNConv
 from ._pna_conv import PNAConv
 from ._point_net_conv import PointNetConv
 from ._res_gated_graph_conv import ResGatedGraphConv
+from ._rgat_conv import TracedRGATConv  # noqa: F401  (registers RGATConv's converter)
 from ._rgcn_conv import FastRGCNConv, RGCNConv
 from ._sage_conv import SAGEConv
 from ._sg_conv import SGConv
