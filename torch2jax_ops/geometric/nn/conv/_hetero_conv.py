@@ -116,15 +116,18 @@ class HeteroConv(eqx.Module):
         return {dst: self._group(members) for dst, members in calls.items()}
 
     def _group(self, members: list) -> jax.Array:
-        if self.aggr in _FUSED_GROUPS and len(members) > 1:
-            parts = [conv.linear_parts(*args, **kwargs)
-                     if hasattr(conv, "linear_parts") else None
-                     for conv, args, kwargs in members]
-            linear = [p for p in parts if p is not None]
-            if len(linear) == len(parts):
-                out = fuse(linear)
-                return out / len(members) if self.aggr == "mean" else out
-        return group([conv(*args, **kwargs) for conv, args, kwargs in members], self.aggr)
+        if self.aggr not in _FUSED_GROUPS or len(members) == 1:
+            return group([conv(*args, **kwargs) for conv, args, kwargs in members], self.aggr)
+        # a conv's parts are its output's terms (its own call is parts.value()): computed
+        # once, fused when every member has them, else summed member by member
+        parts = [conv.linear_parts(*args, **kwargs) if hasattr(conv, "linear_parts") else None
+                 for conv, args, kwargs in members]
+        linear = [p for p in parts if p is not None]
+        if len(linear) == len(parts):
+            out = fuse(linear)
+            return out / len(members) if self.aggr == "mean" else out
+        return group([conv(*args, **kwargs) if p is None else p.value()
+                      for p, (conv, args, kwargs) in zip(parts, members)], self.aggr)
 
 
 @register_converter("torch_geometric.nn.conv.hetero_conv.HeteroConv")

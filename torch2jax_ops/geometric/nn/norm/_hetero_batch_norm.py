@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import record_update
+from ....torch_scatter._groups import Groups
 from .._common import typed_rows
 
 __all__ = ["HeteroBatchNorm"]
@@ -19,12 +20,12 @@ def type_mean_var(x: jax.Array, type_vec: jax.Array,
                   num_types: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     """PyG's ``FusedAggregation(["mean", "var"])`` over types: ``mean, var [T, C]`` and the
     rows per type ``[T]``. ``var = mean(x**2) - mean(x)**2`` (biased); a type with no row
-    has mean 0 and variance 0 (the count is clamped to 1, as PyG's)."""
-    count = jax.ops.segment_sum(jnp.ones(x.shape[:1], x.dtype), type_vec, num_types)
-    denom = jnp.maximum(count, 1)[:, None]
-    mean = jax.ops.segment_sum(x, type_vec, num_types) / denom
-    var = jax.ops.segment_sum(x * x, type_vec, num_types) / denom - mean * mean
-    return mean, var, count
+    has mean 0 and variance 0 (the count is clamped to 1, as PyG's). One ``Groups``
+    planner (the scatter core) for all three: half types accumulate in float32."""
+    groups = Groups(x, type_vec, 0, num_types, (x.shape[0], 1), op="HeteroBatchNorm")
+    mean = groups.from_groups(groups.mean(x, rounding="trunc"))
+    mean2 = groups.from_groups(groups.mean(x * x, rounding="trunc"))
+    return mean, mean2 - mean * mean, groups.counts().reshape(num_types)
 
 
 class HeteroBatchNorm(eqx.Module):
