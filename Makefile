@@ -10,11 +10,17 @@ PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 STAMP   = $(VENV)/.installed-$(TORCH)
 
-.PHONY: all setup parity parity-quick test test-fast lint bench bench-gpu clean
+.PHONY: all setup kernels parity parity-quick test test-fast lint bench bench-gpu clean
 
 all: test
 
-setup: $(STAMP)
+setup: $(STAMP) kernels
+
+# The CPU kernel of the message-passing sum (torch2jax_ops/torch_scatter/_kernels/*.cc), an
+# XLA FFI handler compiled with the system's C++ compiler against jaxlib's headers. A no-op
+# when the library for this source and jaxlib is there (its name carries a fingerprint).
+kernels: $(STAMP)
+	$(PY) -m torch2jax_ops build-kernels
 
 # Order matters: the CPU build of torch first (pinned, so nothing pulls the
 # multi-GB CUDA build), then torch_scatter and torch_sparse (PyG samples
@@ -75,3 +81,4 @@ bench-gpu:
 
 clean:
 	rm -rf $(VENV) $(REPORT) .pytest_cache .hypothesis
+	rm -f torch2jax_ops/torch_scatter/_kernels/*.so

@@ -1,23 +1,27 @@
 """PyG's convs whose message is the source row (SAGEConv, GINConv) against the ports with
-the CPU's streamed aggregation (``geometric._edges.gather_aggregate`` running
-``torch_scatter._gather.streamed_sum``) forced on.
+each of the CPU's two forms of ``geometric._edges.gather_aggregate``:
 
-At real sizes (1M edges x 64 features) the aggregation runs as a loop over blocks of
-edges; the thresholds are lowered here so that a 300-edge graph takes the same path
-through many blocks and a remainder, with self-loops, repeated edges and nodes that
-receive no message. Forward and gradients (every parameter and ``x``) are compared with
-PyG in float32 and float64.
+- ``native``: the C++ kernel (``torch_scatter._native.gather_scatter_add``), which the
+  ports use on the CPU at every size where it is built;
+- ``streamed``: the XLA loop over blocks of edges (``torch_scatter._gather.streamed_sum``)
+  that takes its place where the kernel is switched off or not built, with thresholds
+  lowered so that a 300-edge graph runs through many blocks and a remainder.
+
+The graph has self-loops, repeated edges and nodes that receive no message. Forward and
+gradients (every parameter and ``x``) are compared with PyG in float32 and float64.
 """
 import jax
 import numpy as np
 import pytest
 import torch
 import torch_geometric.nn as pnn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from torch2jax_ops import dtypes, to_jax
 from torch2jax_ops.nn import from_torch
-from torch2jax_ops.parity import compare_modules
-from torch2jax_ops.torch_scatter import _gather
+from torch2jax_ops.parity import compare_arrays, compare_modules
+from torch2jax_ops.torch_scatter import _gather, _native
 
 N, E = 40, 300
 
@@ -31,10 +35,20 @@ LAYERS = {
 }
 
 
-@pytest.fixture
-def streamed(monkeypatch):
-    monkeypatch.setattr(_gather, "STREAM_ELEMENTS", 64)
-    monkeypatch.setattr(_gather, "STREAM_BLOCK_ELEMENTS", 8 * 37)  # 37 edges of 8 features
+#: what each form leaves in the lowered program
+MARKS = {"native": "torch2jax_ops_gather_scatter_add", "streamed": "stablehlo.while"}
+
+
+@pytest.fixture(params=list(MARKS))
+def form(request, monkeypatch):
+    if request.param == "streamed":
+        monkeypatch.setenv(_native.ENVIRONMENT, "0")
+        monkeypatch.setattr(_gather, "STREAM_ELEMENTS", 64)
+        monkeypatch.setattr(_gather, "STREAM_BLOCK_ELEMENTS", 8 * 37)  # 37 edges of 8
+    else:
+        monkeypatch.delenv(_native.ENVIRONMENT, raising=False)
+        assert _native.load_error() is None, _native.load_error()
+    return request.param
 
 
 def _graph(dtype, bipartite):
@@ -52,7 +66,7 @@ def _graph(dtype, bipartite):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", list(LAYERS))
-def test_streamed_aggregation_matches_pyg(streamed, name, dtype):
+def test_aggregation_forms_match_pyg(form, name, dtype):
     torch.manual_seed(0)
     layer = LAYERS[name]().to(getattr(torch, dtype))
     x, ei = _graph(dtype, "bipartite" in name)
@@ -60,6 +74,32 @@ def test_streamed_aggregation_matches_pyg(streamed, name, dtype):
         port = from_torch(layer, copy=True)
         jx = jax.tree.map(to_jax, x)
         lowered = jax.jit(lambda p, a, b: p(a, b)).lower(port, jx, to_jax(ei, allow_downcast=True))
-        assert "while" in lowered.as_text()  # the streamed loop is what is compared
+        assert MARKS[form] in lowered.as_text()  # the form is what is compared
         result = compare_modules(layer, port, x, ei, name=name)
     assert result.passed, str(result)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(1, 12), segments=st.integers(1, 12), edges=st.integers(0, 60),
+       features=st.sampled_from([(), (1,), (3,), (2, 3)]),
+       dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2**16))
+def test_kernel_matches_torch_index_add(rows, segments, edges, features, dtype, seed):
+    """``_native.gather_scatter_add`` against ``out.index_add_(0, dst, x[src])`` in torch,
+    forward and the gradient of ``x`` (torch's autograd), on random graphs with repeated
+    edges and empty targets."""
+    rng = np.random.default_rng(seed)
+    x = torch.tensor(rng.standard_normal((rows,) + features), dtype=getattr(torch, dtype),
+                     requires_grad=True)
+    src, dst = torch.tensor(rng.integers(0, rows, edges)), torch.tensor(
+        rng.integers(0, segments, edges))
+    out = torch.zeros((segments,) + features, dtype=x.dtype).index_add(0, dst, x[src])
+    cot = torch.tensor(rng.standard_normal(out.shape), dtype=x.dtype)
+    (gx,) = torch.autograd.grad(out, x, cot)
+    with dtypes.x64(dtype == "float64"):
+        ours, vjp = jax.vjp(lambda v: _native.gather_scatter_add(
+            v, to_jax(src, allow_downcast=True), to_jax(dst, allow_downcast=True), segments),
+            to_jax(x.detach()))
+        (ours_gx,) = vjp(to_jax(cot))
+        for theirs, mine in ((out.detach(), ours), (gx, ours_gx)):
+            leaf = compare_arrays(theirs, mine)
+            assert leaf.passed, leaf

@@ -3,11 +3,14 @@
     torch2jax-ops parity [--report DIR] [--only PATTERN] [--section NAME]
                          [--x64 | --no-x64] [--quick] [--quiet]
     torch2jax-ops tables [--write] [FILE ...]
+    torch2jax-ops build-kernels [--force]
 
 runs the parity suite against the installed torch / torch_scatter /
 torch_geometric, prints a table per op and dtype plus the documented
 deviations, writes report.md, report.json, heatmap.png and a self-contained
 report.html to DIR, and exits 1 when any case fails (2 when nothing matches).
+build-kernels compiles the CPU kernel of the message-passing sum (a C++17 compiler,
+``$CXX`` or ``c++``); ``make`` runs it.
 """
 from __future__ import annotations
 
@@ -142,6 +145,17 @@ def _progress_lines(total: int, every: float):
     return tick
 
 
+def _build_kernels(args: argparse.Namespace) -> int:
+    from .torch_scatter import _native
+    try:
+        path = _native.build(force=args.force)
+    except RuntimeError as exc:
+        print(f"torch2jax-ops build-kernels: {exc}", file=sys.stderr)
+        return 1
+    print(f"CPU kernel: {path}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="torch2jax-ops", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -165,7 +179,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                 "(the fx mapping table, the PyG coverage table)")
     tables.add_argument("files", nargs="*", help="pages to check (default: migration_guide/*.md)")
     tables.add_argument("--write", action="store_true", help="rewrite the stale tables")
+    kernels = commands.add_parser("build-kernels", help="compile the CPU kernel of the "
+                                  "message-passing sum (make runs it)")
+    kernels.add_argument("--force", action="store_true", help="rebuild even when it is built")
     args = parser.parse_args(argv)
+    if args.command == "build-kernels":
+        return _build_kernels(args)
     return _tables(args) if args.command == "tables" else _parity(args)
 
 

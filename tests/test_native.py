@@ -1,0 +1,257 @@
+"""The CPU kernel of the message-passing sum (torch2jax_ops/torch_scatter/_native.py).
+
+``make`` builds it (``python -m torch2jax_ops build-kernels``); these tests fail, rather
+than skip, when it is missing, so a set-up that stops building it is caught. Every value
+is checked against the two XLA steps it replaces (gather, scatter-add: the same sums in
+the same order, so equal to the bit) and against a plain numpy loop.
+"""
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from torch2jax_ops import dtypes
+from torch2jax_ops.geometric._edges import aggregate, gather_aggregate, gather_rows
+from torch2jax_ops.torch_scatter import _native
+from torch2jax_ops.torch_scatter._gather import slot_sum, take_rows
+
+TARGET = "torch2jax_ops_gather_scatter_add"
+
+
+def _two_steps(table, src, dst, segments):
+    return slot_sum(take_rows(table, src), dst, segments)
+
+
+def _loop(table, src, dst, segments):
+    table, src, dst = np.asarray(table, np.float64), np.asarray(src), np.asarray(dst)
+    out = np.zeros((segments,) + table.shape[1:])
+    for s, d in zip(src, dst):
+        if 0 <= s < table.shape[0] and 0 <= d < segments:
+            out[d] += table[s]
+    return out
+
+
+def _edges(rng, edges, rows, segments):
+    src = rng.integers(0, rows, edges).astype(np.int32)
+    dst = rng.integers(0, segments, edges).astype(np.int32)
+    src[::7], dst[3::11] = -1, segments  # negative ids must not wrap, ids past the end
+    src[5::13], dst[2::17] = rows + 2, -3
+    return jnp.asarray(src), jnp.asarray(dst)
+
+
+def _kernel_calls(f, *args):
+    return f.lower(*args).as_text().count(TARGET)
+
+
+def test_kernel_is_built_and_loads():
+    assert _native.load_error() is None, (
+        f"{_native.load_error()} -- `make setup` builds it; this test guards that it does")
+    assert _native.library_path().exists() and _native.usable(jnp.float32)
+    assert _native.usable(jnp.float64) and not _native.usable(jnp.float16)
+
+
+def test_switched_off_by_the_environment(monkeypatch):
+    monkeypatch.setenv(_native.ENVIRONMENT, "0")
+    assert _native.load_error() == f"{_native.ENVIRONMENT}=0" and not _native.usable(jnp.float32)
+    x, ids = jnp.ones((9, 4)), jnp.zeros(50, jnp.int32)
+    f = jax.jit(lambda x, s, d: gather_aggregate(x, s, d, 7))
+    assert _kernel_calls(f, x, ids, ids) == 0
+    monkeypatch.setenv(_native.ENVIRONMENT, "1")
+    assert _kernel_calls(jax.jit(lambda x, s, d: gather_aggregate(x, s, d, 7)), x, ids, ids) == 1
+
+
+@pytest.mark.parametrize("shape", [(9, 3), (9, 2, 3), (9,)])
+@pytest.mark.parametrize("edges", [0, 1, 103, 70_000])  # 70k x 64 runs on two threads
+def test_equals_the_two_steps_to_the_bit(shape, edges):
+    rng = np.random.default_rng(edges)
+    if edges == 70_000:
+        shape = {(9, 3): (900, 64), (9, 2, 3): (900, 8, 8), (9,): (900,)}[shape]
+    table = jnp.asarray(rng.standard_normal(shape), jnp.float32)
+    src, dst = _edges(rng, edges, shape[0], 6 * (shape[0] // 9))
+    segments = 6 * (shape[0] // 9)
+    run = jax.jit(lambda t, s, d: _native.gather_scatter_add(t, s, d, segments))
+    assert _kernel_calls(run, table, src, dst) == 1
+    got = np.asarray(run(table, src, dst))
+    assert got.shape == (segments,) + shape[1:] and got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.asarray(jax.jit(_two_steps, static_argnums=3)(
+        table, src, dst, segments)))
+    if edges <= 103:
+        np.testing.assert_allclose(got, _loop(table, src, dst, segments), rtol=1e-5, atol=1e-6)
+    else:  # many edges per row: a row sum that the split by rows could cut
+        assert np.abs(got).sum(axis=-1).min() > 0
+
+
+def test_float64_and_int64_ids_past_int32():
+    with dtypes.x64(True):
+        table = jnp.arange(1.0, 13.0, dtype=jnp.float64).reshape(4, 3)
+        # 2**32 + 1 would be 1 after a plain cast to int32; -1 would be row 3 after a wrap
+        src = jnp.asarray([0, 2**32 + 1, -1, 3, 1], jnp.int64)
+        dst = jnp.asarray([0, 1, 1, 2**32, 1], jnp.int64)
+        got = _native.gather_scatter_add(table, src, dst, 3)
+        assert got.dtype == jnp.float64
+        np.testing.assert_array_equal(np.asarray(got), [[1, 2, 3], [4, 5, 6], [0, 0, 0]])
+
+
+def test_invalid_ids_add_nothing():
+    table = jnp.arange(1, 13, dtype=jnp.float32).reshape(4, 3)
+    src = jnp.asarray([0, -1, 3, 4, 1] * 4, jnp.int32)  # -1 must not read row 3
+    dst = jnp.asarray([0, 1, -1, 1, 2] * 4, jnp.int32)  # -1 must not reach segment 2
+    got = np.asarray(_native.gather_scatter_add(table, src, dst, 3))
+    np.testing.assert_array_equal(got, [[4, 8, 12], [0, 0, 0], [16, 20, 24]])
+
+
+def test_empty_sizes():
+    table = jnp.ones((4, 3), jnp.float32)
+    ids = jnp.asarray([0, 1], jnp.int32)
+    assert np.asarray(_native.gather_scatter_add(table, ids[:0], ids[:0], 5)).tolist() == \
+        [[0.0] * 3] * 5
+    assert _native.gather_scatter_add(table, ids, ids, 0).shape == (0, 3)
+    assert float(_native.gather_scatter_add(table[:0], ids, ids, 2).sum()) == 0.0
+    assert _native.gather_scatter_add(jnp.ones((4, 0)), ids, ids, 2).shape == (2, 0)
+
+
+def test_bad_arguments():
+    ids = jnp.zeros(3, jnp.int32)
+    with pytest.raises(TypeError, match="float32 or float64, got int32"):
+        _native.gather_scatter_add(jnp.ones((4, 2), jnp.int32), ids, ids, 2)
+    with pytest.raises(ValueError, match=r"expected table \[M, \*F\], src \[E\], dst \[E\]"):
+        _native.gather_scatter_add(jnp.ones((4, 2)), ids, ids[:2], 2)
+
+
+def test_gradient_jvp_and_hessian_equal_the_two_steps():
+    rng = np.random.default_rng(1)
+    table = jnp.asarray(rng.standard_normal((9, 2)), jnp.float32)
+    src, dst = _edges(rng, 61, 9, 5)
+    w = jnp.asarray(rng.standard_normal((5, 2)), jnp.float32)
+
+    def loss(f):
+        return lambda t: ((f(t, src, dst, 5) * w) ** 2).sum()
+
+    grad = jax.jit(jax.grad(loss(_native.gather_scatter_add)))
+    assert _kernel_calls(grad, table) == 2  # forward, and the transpose (src and dst swapped)
+    np.testing.assert_array_equal(np.asarray(grad(table)),
+                                  np.asarray(jax.jit(jax.grad(loss(_two_steps)))(table)))
+    # d/dt sum((K t * w)^2) = K^T (2 w^2 K t): K^T sends each target's value back to sources
+    out = _loop(table, src, dst, 5)
+    back = 2 * np.asarray(w, np.float64) ** 2 * out
+    expected = np.zeros((9, 2))
+    for s, d in zip(np.asarray(src), np.asarray(dst)):
+        if 0 <= s < 9 and 0 <= d < 5:
+            expected[s] += back[d]
+    np.testing.assert_allclose(np.asarray(grad(table)), expected, rtol=1e-5, atol=1e-6)
+    tangent = jnp.asarray(rng.standard_normal((9, 2)), jnp.float32)
+    _, jvp = jax.jvp(lambda t: _native.gather_scatter_add(t, src, dst, 5), (table,), (tangent,))
+    np.testing.assert_allclose(np.asarray(jvp), _loop(tangent, src, dst, 5), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(jax.hessian(loss(_native.gather_scatter_add))(table)),
+                               np.asarray(jax.hessian(loss(_two_steps))(table)), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_vmap_of_tables_is_one_call_and_of_ids_too():
+    rng = np.random.default_rng(3)
+    tables = jnp.asarray(rng.standard_normal((4, 9, 3)), jnp.float32)
+    src, dst = _edges(rng, 40, 9, 6)
+    run = jax.jit(jax.vmap(lambda t: _native.gather_scatter_add(t, src, dst, 6)))
+    assert _kernel_calls(run, tables) == 1  # the batch is a feature axis
+    got = np.asarray(run(tables))
+    for b in range(4):
+        np.testing.assert_allclose(got[b], _loop(tables[b], src, dst, 6), rtol=1e-5, atol=1e-6)
+    srcs = jnp.stack([_edges(np.random.default_rng(b), 40, 9, 6)[0] for b in range(4)])
+    both = jax.jit(jax.vmap(lambda t, s: _native.gather_scatter_add(t, s, dst, 6)))
+    assert _kernel_calls(both, tables, srcs) == 1  # graphs stacked, ids moved by b rows
+    got = np.asarray(both(tables, srcs))
+    for b in range(4):  # an invalid id of graph b must not reach graph b + 1
+        np.testing.assert_allclose(got[b], _loop(tables[b], srcs[b], dst, 6), rtol=1e-5,
+                                   atol=1e-6)
+    grads = jax.vmap(jax.grad(lambda t, s: (_native.gather_scatter_add(t, s, dst, 6) ** 2)
+                              .sum()))(tables, srcs)
+    want = jax.vmap(jax.grad(lambda t, s: (_two_steps(t, s, dst, 6) ** 2).sum()))(tables, srcs)
+    np.testing.assert_array_equal(np.asarray(grads), np.asarray(want))
+
+
+def test_concurrent_calls_do_not_deadlock():
+    """Two large sums in one program (XLA may run them at once on the pool's threads, each
+    then asking the pool for help) and four Python threads calling it: all finish."""
+    rng = np.random.default_rng(4)
+    a = jnp.asarray(rng.standard_normal((5000, 64)), jnp.float32)
+    src, dst = (jnp.asarray(rng.integers(0, 5000, 80_000), jnp.int32) for _ in range(2))
+    both = jax.jit(lambda a, s, d: (_native.gather_scatter_add(a, s, d, 5000),
+                                    _native.gather_scatter_add(2 * a, d, s, 5000)))
+    want = [np.asarray(v) for v in both(a, src, dst)]
+    results, errors = [], []
+
+    def call():
+        try:
+            for _ in range(5):
+                results.append([np.asarray(v) for v in both(a, src, dst)])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads) and len(results) == 20
+    for got in results:  # deterministic: every call gives the same bits
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_gather_aggregate_uses_it_and_equals_gather_then_aggregate(reduce, dtype):
+    rng = np.random.default_rng(2)
+    x = jnp.asarray(rng.standard_normal((9, 4)), dtype)
+    src = jnp.asarray(rng.integers(0, 9, 50), jnp.int32)
+    dst = jnp.asarray(np.r_[rng.integers(0, 6, 45), [7] * 5], jnp.int32)  # 6 empty, 5 dropped
+    run = jax.jit(lambda x, s, d: gather_aggregate(x, s, d, 7, reduce))
+    assert _kernel_calls(run, x, src, dst) == 1
+    got = np.asarray(run(x, src, dst))
+    assert got.dtype == np.dtype(dtype)
+    two_steps = jax.jit(lambda x, s, d: aggregate(gather_rows(x, s), d, 7, reduce))
+    np.testing.assert_array_equal(got, np.asarray(two_steps(x, src, dst)))
+    counts = np.bincount(np.asarray(dst), minlength=8)[:7]
+    assert (counts == 0).any() and (got[counts == 0] == 0).all()  # empty targets: 0
+
+
+def test_gather_aggregate_half_accumulates_in_float32():
+    # 2048 + 1 + 1 + ... in float16 stays 2048 (1 is below half an ulp); float32 counts them
+    x = jnp.asarray([[2048.0], [1.0]], jnp.float16)
+    src = jnp.asarray([0] + [1] * 40, jnp.int32)
+    run = jax.jit(lambda x, s: gather_aggregate(x, s, jnp.zeros(41, jnp.int32), 1))
+    assert _kernel_calls(run, x, src) == 1
+    got = run(x, src)
+    assert got.dtype == jnp.float16 and float(got[0, 0]) == 2088.0
+
+
+def test_fingerprint_and_build_errors(tmp_path, monkeypatch):
+    first = _native.library_path()
+    assert first.name.startswith("libtorch2jax_ops_cpu-") and first.suffix == ".so"
+    copy = tmp_path / "gather_scatter_add.cc"
+    copy.write_text(_native.SOURCE.read_text() + "\n// edited\n")
+    monkeypatch.setattr(_native, "SOURCE", copy)
+    assert _native.library_path() != first  # an edited source is never the old library
+    assert _native.library_path().parent == tmp_path
+    with pytest.raises(RuntimeError, match=r"compiling gather_scatter_add.cc failed \(false "
+                                           r"exited 1\)"):
+        _native.build(compiler="false", quiet=True)
+    assert not list(tmp_path.glob("*.so")) and not list(tmp_path.glob("tmp*"))
+    monkeypatch.setenv("CXX", "")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+17 compiler"):
+        _native.build(quiet=True)
+
+
+def test_build_kernels_command_is_a_no_op_when_built():
+    done = subprocess.run([sys.executable, "-m", "torch2jax_ops", "build-kernels"],
+                          capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"CPU kernel: {_native.library_path()}"  # no compiler line
