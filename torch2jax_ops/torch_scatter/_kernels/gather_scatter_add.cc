@@ -32,11 +32,23 @@ namespace {
 // 0.63 ms at 100k edges x 16, 2.6 vs 1.9 ms at 300k x 16, 11.5 vs 5.3 ms at 300k x 64).
 constexpr int64_t kParallelElements = 1 << 22;
 
-template <typename T>
-void AddRange(const T* table, int64_t m, const int32_t* src, const int32_t* dst, int64_t edges,
+// Rows of at least this many bytes are prefetched kAhead edges ahead: at 64 features the
+// loads of random rows are what the loop waits for (1M edges x 64: 17 -> 14-15 ms), while at
+// 16 features (one cache line) the extra index reads cost more than they hide (6 -> 10 ms).
+constexpr int64_t kPrefetchBytes = 128;
+constexpr int64_t kAhead = 16;
+
+template <typename T, bool kPrefetch>
+void AddEdges(const T* table, int64_t m, const int32_t* src, const int32_t* dst, int64_t edges,
               T* out, int64_t features, int64_t lo, int64_t hi) {
-  std::memset(out + lo * features, 0, sizeof(T) * (hi - lo) * features);
   for (int64_t e = 0; e < edges; ++e) {
+    if (kPrefetch && e + kAhead < edges) {
+      const int64_t da = dst[e + kAhead], sa = src[e + kAhead];
+      if (da >= lo && da < hi && sa >= 0 && sa < m) {
+        __builtin_prefetch(table + sa * features);
+        __builtin_prefetch(out + da * features, 1);
+      }
+    }
     const int64_t d = dst[e];
     if (d < lo || d >= hi) continue;
     const int64_t s = src[e];
@@ -45,6 +57,17 @@ void AddRange(const T* table, int64_t m, const int32_t* src, const int32_t* dst,
     T* __restrict acc = out + d * features;
     for (int64_t j = 0; j < features; ++j) acc[j] += row[j];
   }
+}
+
+// out[lo:hi] = the sum of the rows of the edges whose dst lies in [lo, hi), in edge order.
+template <typename T>
+void AddRange(const T* table, int64_t m, const int32_t* src, const int32_t* dst, int64_t edges,
+              T* out, int64_t features, int64_t lo, int64_t hi) {
+  std::memset(out + lo * features, 0, sizeof(T) * (hi - lo) * features);
+  if (features * static_cast<int64_t>(sizeof(T)) >= kPrefetchBytes)
+    AddEdges<T, true>(table, m, src, dst, edges, out, features, lo, hi);
+  else
+    AddEdges<T, false>(table, m, src, dst, edges, out, features, lo, hi);
 }
 
 struct Shared {
