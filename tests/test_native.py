@@ -14,34 +14,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_gather_forms import _edges
+from test_gather_forms import _one_pass as _two_steps
+from test_gather_forms import _reference_sum as _loop
 
 from torch2jax_ops import dtypes
 from torch2jax_ops.geometric._edges import aggregate, gather_aggregate, gather_rows
 from torch2jax_ops.torch_scatter import _native
-from torch2jax_ops.torch_scatter._gather import slot_sum, take_rows
 
 TARGET = "torch2jax_ops_gather_scatter_add"
-
-
-def _two_steps(table, src, dst, segments):
-    return slot_sum(take_rows(table, src), dst, segments)
-
-
-def _loop(table, src, dst, segments):
-    table, src, dst = np.asarray(table, np.float64), np.asarray(src), np.asarray(dst)
-    out = np.zeros((segments,) + table.shape[1:])
-    for s, d in zip(src, dst):
-        if 0 <= s < table.shape[0] and 0 <= d < segments:
-            out[d] += table[s]
-    return out
-
-
-def _edges(rng, edges, rows, segments):
-    src = rng.integers(0, rows, edges).astype(np.int32)
-    dst = rng.integers(0, segments, edges).astype(np.int32)
-    src[::7], dst[3::11] = -1, segments  # negative ids must not wrap, ids past the end
-    src[5::13], dst[2::17] = rows + 2, -3
-    return jnp.asarray(src), jnp.asarray(dst)
 
 
 def _kernel_calls(f, *args):
