@@ -224,6 +224,14 @@ def test_fingerprint_and_build_errors(tmp_path, monkeypatch):
                                            r"exited 1\)"):
         _native.build(compiler="false", quiet=True)
     assert not list(tmp_path.glob("*.so")) and not list(tmp_path.glob("tmp*"))
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_native.tempfile, "TemporaryDirectory", read_only)
+        with pytest.raises(RuntimeError, match=f"{tmp_path} is not writable \\(Permission "
+                                               f"denied\\)"):
+            _native.build(compiler="false", quiet=True)
     monkeypatch.setenv("CXX", "")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(RuntimeError, match="needs a C\\+\\+17 compiler"):

@@ -81,7 +81,8 @@ def build(compiler: Optional[str] = None, *, force: bool = False, quiet: bool = 
 
     ``compiler``: a C++17 compiler (default: ``$CXX``, else ``c++``, else ``g++``).
     Libraries of older sources or jaxlib versions in the same folder are removed.
-    Raises RuntimeError naming the compiler and its output when it fails.
+    Raises RuntimeError naming the compiler and its output when it fails, or the
+    folder when it is not writable.
     """
     target = library_path()
     if target.exists() and not force:
@@ -90,7 +91,14 @@ def build(compiler: Optional[str] = None, *, force: bool = False, quiet: bool = 
     if not cxx:
         raise RuntimeError("build-kernels needs a C++17 compiler: install g++ or clang, or "
                            "name one with CXX=...")
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+    try:
+        workspace = tempfile.TemporaryDirectory(dir=target.parent)
+    except OSError as exc:
+        raise RuntimeError(f"build-kernels writes the library next to its source, and "
+                           f"{target.parent} is not writable ({exc.strerror}): build it "
+                           f"where the package is installed writable, e.g. an editable "
+                           f"install") from exc
+    with workspace as tmp:
         partial = Path(tmp) / target.name
         command = [cxx, *_FLAGS, "-isystem", jax.ffi.include_dir(), str(SOURCE), "-o",
                    str(partial)]
