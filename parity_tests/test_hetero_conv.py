@@ -37,9 +37,11 @@ def _eqns(port, *args, **kwargs) -> list:
         for eqn in jaxpr.eqns:
             out.append(eqn)
             for param in eqn.params.values():
-                inner = getattr(param, "jaxpr", None)
-                if inner is not None:
-                    walk(getattr(inner, "jaxpr", inner))
+                # a call's jaxpr, or a cond's branches (platform_dependent: every platform's)
+                for inner in param if isinstance(param, tuple) else (param,):
+                    inner = getattr(inner, "jaxpr", None)
+                    if inner is not None:
+                        walk(getattr(inner, "jaxpr", inner))
     walk(jax.make_jaxpr(lambda *a: port(*a, **kwargs))(*args).jaxpr)
     return out
 

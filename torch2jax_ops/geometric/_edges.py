@@ -211,7 +211,8 @@ def gather_aggregate(x: jax.Array, src: jax.Array, dst: jax.Array, num_nodes: in
             assert block is not None
             total = streamed_sum(x.astype(acc), src, dst, num_nodes, indices_sorted, block)
         if kind == "mean":
-            count = slot_sum(jnp.ones(dst.shape, jnp.int32), dst, num_nodes)
+            count = aggregate(jnp.ones(dst.shape, jnp.int32), dst, num_nodes, "sum", op=op,
+                              indices_sorted=indices_sorted)
             total = total / jnp.maximum(count, 1).astype(acc).reshape(
                 (num_nodes,) + (1,) * (x.ndim - 1))
         return total.astype(x.dtype)

@@ -8,7 +8,7 @@ import jax
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import aggregate, gather
+from ..._edges import aggregate, gather, gather_aggregate
 from .._common import (
     FUSED_AGGRS,
     Graph,
@@ -96,9 +96,13 @@ class GraphConv(eqx.Module):
         else:
             n = x_src.shape[0] if x_dst is None else x_dst.shape[0]
             weight = edge_values(edge_weight, graph.edge_index, "edge_weight", op=op)
-            messages = weighted(gather(x_src, graph.edge_index[0]), weight)
-            out = aggregate(messages, graph.edge_index[1], n, aggr, op=op,
-                            indices_sorted=graph.sorted)
+            if weight is None:  # messages that are source rows
+                out = gather_aggregate(x_src, graph.edge_index[0], graph.edge_index[1], n,
+                                       aggr, op=op, indices_sorted=graph.sorted, masked=True)
+            else:
+                messages = weighted(gather(x_src, graph.edge_index[0]), weight)
+                out = aggregate(messages, graph.edge_index[1], n, aggr, op=op,
+                                indices_sorted=graph.sorted)
         terms = [(out, self.lin_rel.weight)]
         addends = [] if self.lin_rel.bias is None else [self.lin_rel.bias]
         if x_dst is not None:
