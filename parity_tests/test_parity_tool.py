@@ -13,6 +13,7 @@ import torch_scatter
 from torch_geometric.nn import GCNConv
 
 import torch2jax_ops as t2j
+from torch2jax_ops import dtypes
 from torch2jax_ops import cli
 from torch2jax_ops.nn import from_torch
 from torch2jax_ops.parity import (ParityError, assert_modules_parity, assert_parity, compare,
@@ -307,3 +308,52 @@ def test_compare_weights_lists_missing_extra_and_reshaped_names():
     assert compare_weights(model, no_bias)["weight bias"].message == "missing in the JAX module"
     with pytest.raises(ParityError, match="weights must be 'torch'"):
         compare_modules(model, port, torch.ones(1, 3), weights="mine")
+
+
+# ------------------------------------------------- the float64 reference for float32 leaves
+
+def _tiny_terms() -> torch.Tensor:
+    """1 followed by 2,000 terms of 5e-8: a plain float32 running sum never moves off 1.0
+    (each term is below half an ulp of 1), while the exact sum is 1.0001."""
+    return torch.cat([torch.ones(1), torch.full((2_000,), 5e-8)])
+
+
+def _running_sum_torch(x):
+    total = x[0]
+    for term in x[1:]:  # float32 throughout (torch's own cumsum accumulates in double)
+        total = total + term
+    return total
+
+
+def _running_sum_jax(x):
+    return jax.lax.fori_loop(0, x.shape[0], lambda i, acc: acc + x[i], jnp.zeros((), x.dtype))
+
+
+def test_a_float32_leaf_outside_tolerance_passes_when_closer_to_float64_than_torch():
+    """torch's running sum stays at 1.0; the port sums the small terms first (1.0001, the
+    exact value): they differ by 1e-4, ten times the tolerance, and the port is right."""
+    result = compare(_running_sum_torch, lambda x: x[0] + jnp.sum(x[1:]), _tiny_terms(),
+                     grad=False)
+    (leaf,) = result.leaves
+    assert result.passed and leaf.max_abs > 5e-5
+    assert leaf.tol_ratio <= 1.0 and "float64 result" in leaf.message
+
+
+def test_a_float32_leaf_farther_from_float64_than_torch_still_fails():
+    """The mirror image: torch is exact, the port's running sum is 1e-4 off. The float64
+    check must not forgive it."""
+    result = compare(lambda x: x[0] + x[1:].sum(), _running_sum_jax, _tiny_terms(),
+                     grad=False)
+    (leaf,) = result.leaves
+    assert not result.passed and leaf.tol_ratio > 1.0
+    assert "against torch's float64 result" in leaf.message
+
+
+def test_the_float64_reference_does_not_forgive_float64_or_nan_differences():
+    with dtypes.x64():
+        result = compare(lambda t: t.sum() + 1e-3, lambda t: jnp.sum(t),
+                         _tiny_terms().double(), grad=False)
+    assert not result.passed and "float64" not in result.leaves[0].message
+    nan = compare(lambda t: t.sum() * float("nan"), lambda t: jnp.sum(t), _tiny_terms(),
+                  grad=False)
+    assert not nan.passed and "float64" not in nan.leaves[0].message

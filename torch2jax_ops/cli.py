@@ -1,22 +1,26 @@
 """The ``torch2jax-ops`` command line (also ``python -m torch2jax_ops``).
 
     torch2jax-ops parity [--report DIR] [--only PATTERN] [--section NAME]
-                         [--x64 | --no-x64] [--quick] [--quiet]
+                         [--x64 | --no-x64] [--quick] [--quiet] [--jobs N] [--no-cache]
     torch2jax-ops tables [--write] [FILE ...]
     torch2jax-ops build-kernels [--force]
 
 runs the parity suite against the installed torch / torch_scatter /
 torch_geometric, prints a table per op and dtype plus the documented
 deviations, writes report.md, report.json, heatmap.png and a self-contained
-report.html to DIR, and exits 1 when any case fails (2 when nothing matches).
+report.html to DIR, and exits 1 when any case fails (2 when nothing matches). The cases
+run in one worker process per core, each held under a memory bound, with JAX's persistent
+compilation cache (``parity/_runner.py``).
 build-kernels compiles the CPU kernel of the message-passing sum (a C++17 compiler,
 ``$CXX`` or ``c++``); ``make`` runs it.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
+import time
 from typing import Optional, Sequence
 
 
@@ -29,6 +33,7 @@ def _parity(args: argparse.Namespace) -> int:
             Progress,
             TextColumn,
             TimeElapsedColumn,
+            TimeRemainingColumn,
         )
         from rich.table import Table
 
@@ -52,15 +57,27 @@ def _parity(args: argparse.Namespace) -> int:
         console.print(f"no parity case matches --only {args.only!r}, --section {args.section!r}, "
                       f"--x64 {args.x64!r}")
         return 2
+    from .parity import _runner as runner
+
+    jobs = args.jobs if args.jobs > 0 else runner.default_jobs()
+    default = runner.Limits.default(jobs)
+    limits = runner.Limits(maps=args.max_maps or default.maps,
+                           rss=(args.max_rss_mb << 20) if args.max_rss_mb else default.rss)
+    stats: dict = {}
+    start = time.monotonic()
+    run = functools.partial(runner.run_cases, cases, jobs=jobs, cache=args.cache,
+                            limits=limits, stats=stats, fast_compile=args.fast_compile)
     if sys.stdout.isatty() or args.quiet:
         with Progress(TextColumn("[bold]parity"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
+                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                      TextColumn("{task.description}"), console=console,
                       disable=args.quiet, transient=True) as progress:
             task = progress.add_task("", total=len(cases))
-            runs = report.run_suite(cases, lambda case: progress.update(
-                task, advance=1, description=case.id))
+            runs = run(progress=lambda case: progress.update(task, advance=1,
+                                                             description=case.id))
     else:  # a log (CI, `make parity > log`): a plain line every few seconds
-        runs = report.run_suite(cases, _progress_lines(len(cases), args.progress_every))
+        runs = run(progress=_progress_lines(len(cases), args.progress_every))
+    elapsed = time.monotonic() - start
     rows = report.summarize(runs)
 
     table = Table(title="torch2jax_ops vs " + ", ".join(
@@ -86,7 +103,11 @@ def _parity(args: argparse.Namespace) -> int:
         paths = report.write_report(rows, args.report)
         console.print("\nreport written: " + ", ".join(paths.values()))
     total = sum(r["cases"] for r in rows)
-    console.print(f"\n{total - len(failed)} passed, {len(failed)} failed")
+    console.print(f"\n{total - len(failed)} passed, {len(failed)} failed in {elapsed:.0f} s "
+                  f"({jobs} worker{'s' if jobs > 1 else ''}; {stats['workers']} started, "
+                  f"{stats['releases']} releases of compiled programs, at most "
+                  f"{stats['peak_maps']} memory maps and {stats['peak_rss'] >> 20} MB a worker; "
+                  f"compilation cache: {runner.cache_dir() if args.cache else 'off'})")
     return 1 if failed else 0
 
 
@@ -140,8 +161,9 @@ def _progress_lines(total: int, every: float):
         now = time.monotonic()
         if now - last >= every or done[0] == total:
             last = now
+            left = (now - start) / done[0] * (total - done[0])
             print(f"parity: {done[0]}/{total} ({100 * done[0] // max(total, 1)}%) "
-                  f"{now - start:.0f}s elapsed, {case.id}", flush=True)
+                  f"{now - start:.0f}s elapsed, ETA {left:.0f}s, {case.id}", flush=True)
     return tick
 
 
@@ -170,6 +192,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="--x64: only the cases run in JAX's 64-bit mode (float64, int64); "
                              "--no-x64: only the others (default: both)")
     parity.add_argument("--quiet", action="store_true", help="no progress bar")
+    parity.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
+                        help="worker processes (default: one per core); the report is the "
+                             "same for any N")
+    parity.add_argument("--max-maps", type=int, default=0, metavar="N",
+                        help="memory maps a worker may hold before it drops its compiled "
+                             "programs (default: a quarter of vm.max_map_count)")
+    parity.add_argument("--max-rss-mb", type=int, default=0, metavar="MB",
+                        help="resident MB a worker may hold before it drops its compiled "
+                             "programs (default: the smaller of 3 GiB and half the memory over "
+                             "the workers)")
+    parity.add_argument("--fast-compile", action=argparse.BooleanOptionalAction, default=True,
+                        help="compile with XLA:CPU's cheap settings (LLVM unoptimised, the "
+                             "classic emitters): half the compile time, results equal to the "
+                             "last bits (default: on; --no-fast-compile: XLA's defaults)")
+    parity.add_argument("--cache", action=argparse.BooleanOptionalAction, default=True,
+                        help="JAX's persistent compilation cache in a per-user folder "
+                             "($TORCH2JAX_OPS_CACHE_DIR, else ~/.cache/torch2jax_ops/jax), so "
+                             "a second run recompiles nothing (default: on; --no-cache: off)")
     parity.add_argument("--quick", action="store_true",
                         help="float32, one case per op (about a minute): a smoke test")
     parity.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS",

@@ -11,6 +11,7 @@ lists the worst leaves first, so a wrong layer shows up at the top::
 """
 from __future__ import annotations
 
+import copy
 import math
 import re
 from typing import Any, Optional
@@ -23,10 +24,11 @@ from ._compare import (
     LeafResult,
     ParityError,
     ParityResult,
+    _compare,
     _finite,
     _tensor_paths,
-    compare,
     compare_arrays,
+    matmul_precision,
 )
 
 __all__ = ["compare_modules", "assert_modules_parity", "compare_weights"]
@@ -137,9 +139,18 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
     # every argument holding tensors: plain tensors, pairs, and dicts (x_dict of a hetero model)
     positions = [0] + ([i + 1 for i, a in enumerate(args) if _tensor_paths([a])]
                        if grad_inputs else [])
-    result = compare(theirs, ours, params, *args, grad=grad, grad_wrt=positions, rtol=rtol,
-                     atol=atol, seed=seed, name=label, normwise=normwise, precision=precision,
-                     **kwargs)
+    # jitted, the forward and the gradients come from one compiled program (_compare's
+    # fused path), as a training step computes them
+    def theirs64(p, *a, **kw):  # the float64 reference (_compare asks only on a failure)
+        if not double:
+            double.append(copy.deepcopy(torch_module).double())
+        return torch_call(double[0], p, a, kw)
+
+    double: list = []
+    with matmul_precision(precision):
+        result = _compare(theirs, ours, (params, *args), grad, rtol, atol, seed, positions,
+                          label, normwise, kwargs, fused=jit, torch_fn64=theirs64)
+    result.precision = precision
     for leaf in result.leaves:
         leaf.path = _rename(leaf.path)
     result.leaves.sort(key=lambda leaf: (leaf.passed, -_finite(leaf.tol_ratio)))

@@ -17,18 +17,16 @@ from typing import Callable, Optional
 
 from .. import _dtypes
 from ._deviations import DEVIATIONS, deviations_of
-from ._suite import Case, run_case
+from ._runner import run_cases
+from ._suite import Case
 
 __all__ = ["run_suite", "summarize", "to_markdown", "to_html", "heatmap_png", "write_report"]
 
 
-def run_suite(cases: list[Case], progress: Optional[Callable[[Case], None]] = None) -> list:
-    runs = []
-    for case in cases:
-        runs.append(run_case(case))
-        if progress:
-            progress(case)
-    return runs
+def run_suite(cases: list[Case], progress: Optional[Callable[[Case], None]] = None, *,
+              jobs: int = 0, cache: bool = False) -> list:
+    """Run the cases (:func:`._runner.run_cases`; by default here, without the disk cache)."""
+    return run_cases(cases, jobs=jobs, cache=cache, progress=progress)
 
 
 def summarize(runs: list) -> list[dict]:

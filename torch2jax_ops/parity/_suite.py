@@ -37,6 +37,8 @@ class Case:
     #: the oldest torch on which this comparison is verified; on an older torch (whose
     #: behaviour differs here) the case is skipped with that reason, not failed
     min_torch: Optional[str] = None
+    #: the position in the full list of :func:`cases` (how a worker process finds it)
+    index: int = dataclasses.field(default=-1, compare=False)
 
     def skip_reason(self) -> Optional[str]:
         """Why this case cannot run against the installed torch, or None."""
@@ -121,8 +123,17 @@ def cases(section: Optional[str] = None, only: Optional[str] = None,
     _load()
     if section is not None and section not in SECTIONS:
         raise ValueError(f"no parity section {section!r}; the sections are {list(SECTIONS)}")
-    found = [case for name, gens in SECTIONS.items() if section in (None, name)
-             for gen in gens for case in gen()]
+    found, position = [], 0
+    # every generator runs, in an order that does not depend on which case modules were
+    # imported first (by module, then registration order): an index is the same in every
+    # selection and every process (how a worker finds a case)
+    generators = sorted(((name, gen) for name, gens in SECTIONS.items() for gen in gens),
+                        key=lambda pair: pair[1].__module__)
+    for name, gen in generators:
+        for case in gen():
+            case.index, position = position, position + 1
+            if section in (None, name):
+                found.append(case)
     if only:  # a substring of the case id, or a glob whose brackets are literal (ids hold [dtype])
         pattern = only.replace("[", "\0").replace("]", "[]]").replace("\0", "[[]")
         found = [c for c in found if only in c.id or fnmatch.fnmatchcase(c.id, pattern)]
