@@ -41,32 +41,17 @@ def test_table_entry_matches_torch(case):
 
 def test_every_registered_entry_has_a_case():
     covered = {c.op for c in CASES}
-    missing = [k for k in _functions.FUNCTION_KEYS if k not in covered]
-    missing += [f"Tensor.{k}" for k in _functions.METHOD_KEYS if f"Tensor.{k}" not in covered]
+    missing = [k for k in _functions.function_keys() if k not in covered]
+    missing += [f"Tensor.{k}" for k in _functions.method_keys() if f"Tensor.{k}" not in covered]
     assert not missing, f"table entries without a parity case: {missing}"
-    assert len(_functions.FUNCTION_KEYS) > 300 and len(_functions.METHOD_KEYS) > 250
-
-
-#: entries a later layer replaces on purpose (torch2jax_ops/geometric/_table_torch.py maps
-#: them to torch2jax_ops.torch with the native scatter API); the cases test the replacement
-REPLACED = {"torch.index_select", "torch.gather", "index_select", "gather"}
-
-
-def test_the_registry_holds_this_tables_implementations():
-    """No other module replaced an entry unannounced (the cases test what the fx path uses)."""
-    table, tensor_methods = functions(), methods()
-    foreign = [k for k in _functions.FUNCTION_KEYS
-               if not table[k].__module__.startswith("torch2jax_ops.nn._functions")]
-    foreign += [k for k in _functions.METHOD_KEYS
-                if not tensor_methods[k].__module__.startswith("torch2jax_ops.nn._functions")]
-    assert set(foreign) <= REPLACED, sorted(set(foreign) - REPLACED)
+    assert len(_functions.function_keys()) > 300 and len(_functions.method_keys()) > 250
 
 
 def test_every_function_key_names_a_torch_object():
     from torch2jax_ops.nn._fx import resolve
 
-    assert [k for k in _functions.FUNCTION_KEYS if resolve(k) is None] == []
-    assert [k for k in _functions.METHOD_KEYS if not hasattr(torch.Tensor, k)] == []
+    assert [k for k in _functions.function_keys() if resolve(k) is None] == []
+    assert [k for k in _functions.method_keys() if not hasattr(torch.Tensor, k)] == []
 
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",

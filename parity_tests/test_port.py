@@ -378,4 +378,4 @@ def test_registered_converter_of_the_user_wins_over_fx():
         assert from_torch(Gate())(jnp.ones(1)).tolist() == [102.0]
     finally:
         from torch2jax_ops.nn import _registry
-        _registry._CONVERTERS.pop(path)
+        _registry.unregister("module", path)

@@ -5,7 +5,8 @@
   ``ModuleList``, and PyG's layers from :mod:`torch2jax_ops.geometric.nn`)
   directly, any other module through ``torch.fx``;
 * :func:`register_converter`, :func:`register_function`,
-  :func:`register_method`: add your own ports to the one registry;
+  :func:`register_method`: add your own ports to the one registry (a taken key
+  raises :class:`RegistryConflict` unless ``replace=True``; :func:`unregister`);
 * the equinox modules of the torch.nn layers (``Linear`` ...);
 * naming: a JAX module's array leaves get the dotted names torch gives
   parameters and buffers (attribute names joined by dots, list positions as
@@ -18,12 +19,14 @@ from ._fx import TracedModule
 from ._layers import (Activation, BatchNorm1d, Dropout, Embedding, Identity, LayerNorm, Linear,
                       ModuleList, Sequential)
 from ._naming import named_arrays, named_parameters, state_dict
-from ._registry import register_converter, register_function, register_method
+from ._registry import (RegistryConflict, register_converter, register_function,
+                        register_method, unregister)
 from ._state import key_scope, stateful_call
 from ..tree import leaf_name
 
 __all__ = ["from_torch", "supported_modules", "register_converter", "register_function",
-           "register_method", "Converter", "UnsupportedModuleError", "TracedModule", "key_scope",
+           "register_method", "unregister", "RegistryConflict", "Converter",
+           "UnsupportedModuleError", "TracedModule", "key_scope",
            "stateful_call",
            "Linear", "Embedding", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
            "Sequential", "ModuleList",

@@ -20,21 +20,19 @@ Sections, one private module each:
   one_hot, pad, similarity, dropout and random factories;
 * :mod:`._functions_loss` -- the losses.
 
-:data:`FUNCTION_KEYS` / :data:`METHOD_KEYS` list what this table registers.
+:func:`function_keys` / :func:`method_keys` list what this table registers (from the
+registry: one entry per key, so the order these modules load in changes nothing).
 """
 from __future__ import annotations
 
-# _fx first: it registers its own `builtins.getattr` / `operator.getitem` / `operator.setitem`,
-# which the torch-faithful versions of _functions_shape then replace.
-from . import (  # noqa: F401
-               _functions_creation,
-               _functions_loss,
-               _functions_math,
-               _functions_nn,
-               _functions_reduce,
-               _functions_shape,
-               _fx,  # noqa: F401
+from . import (  # noqa: F401  (each registers its entries)
+    _functions_creation,
+    _functions_loss,
+    _functions_math,
+    _functions_nn,
+    _functions_reduce,
+    _functions_shape,
 )
-from ._functions_base import FUNCTION_KEYS, METHOD_KEYS, dtype_arg, promote, result_type
+from ._functions_base import dtype_arg, function_keys, method_keys, promote, result_type
 
-__all__ = ["FUNCTION_KEYS", "METHOD_KEYS", "dtype_arg", "promote", "result_type"]
+__all__ = ["function_keys", "method_keys", "dtype_arg", "promote", "result_type"]

@@ -1,7 +1,8 @@
 """Shared helpers of the mapping table (:mod:`._functions`): registration, dtypes, promotion.
 
-* :func:`function` / :func:`method` / :func:`op` register an implementation
-  and record its key in :data:`FUNCTION_KEYS` / :data:`METHOD_KEYS` (what the
+* :func:`function` / :func:`method` (the registry's ``register_function`` /
+  ``register_method``) and :func:`op` register an implementation;
+  :func:`function_keys` / :func:`method_keys` list the table's keys (what the
   parity tests check for coverage);
 * :func:`dtype_arg` turns a dtype argument of any flavour into a JAX dtype;
 * :func:`result_type` / :func:`promote` follow torch's type promotion
@@ -20,31 +21,26 @@ import numpy as np
 
 from .. import _dtypes
 from .._checking import is_array, is_traced
-from ._registry import register_function, register_method
+from ._registry import entries, register_function, register_method
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: every function path / method name this table registers, in registration order
-FUNCTION_KEYS: list[str] = []
-METHOD_KEYS: list[str] = []
-
-# ----------------------------------------------------------------------- registration
+#: the mapping table's own registrations are these two (the registry's, under short names)
+function = register_function
+method = register_method
 
 
-def function(*paths: str) -> Callable[[F], F]:
-    """Register ``fn`` for the torch functions ``paths`` (and record the keys)."""
-    def add(fn: F) -> F:
-        FUNCTION_KEYS.extend(p for p in paths if p not in FUNCTION_KEYS)
-        return register_function(*paths)(fn)
-    return add
+def function_keys() -> list[str]:
+    """Every torch function path the mapping table (``nn/_functions_*``) registers."""
+    return [e.key for e in entries("function") if e.registrant.startswith(_TABLE)]
 
 
-def method(*names: str) -> Callable[[F], F]:
-    """Register ``fn(self, ...)`` for the ``torch.Tensor`` methods ``names``."""
-    def add(fn: F) -> F:
-        METHOD_KEYS.extend(n for n in names if n not in METHOD_KEYS)
-        return register_method(*names)(fn)
-    return add
+def method_keys() -> list[str]:
+    """Every ``torch.Tensor`` method name the mapping table registers."""
+    return [e.key for e in entries("method") if e.registrant.startswith(_TABLE)]
+
+
+_TABLE = "torch2jax_ops.nn._functions"
 
 
 def op(name: str, *, functions: Sequence[str] = (), methods: Sequence[str] = (),

@@ -514,6 +514,7 @@ def _mask_error(name: str) -> ValueError:
 
 
 @function("operator.getitem")
+@method("__getitem__")  # a buffer's proxy records ``x[i]`` as this method
 def getitem(obj: Any, index: Any) -> Any:
     """``x[index]`` with torch's rules: out-of-range ints raise, lists index like tensors;
     a boolean mask works eagerly and raises a clear error under ``jax.jit``.
@@ -556,19 +557,6 @@ def setitem(x: jax.Array, index: Any, value: Any) -> jax.Array:
     return x.at[parts].set(value)
 
 
-@op("index_select")
-def index_select(input: jax.Array, dim: int, index: jax.Array) -> jax.Array:
-    """``torch.index_select(input, dim, index)``: ``index`` is 0-d or 1-d (out-of-range
-    indices raise only when their values are known, i.e. outside ``jax.jit``)."""
-    axis = dim_arg(dim, input.ndim, op="index_select")
-    index = as_array(index)
-    if index.ndim > 1:
-        raise ValueError(f"index_select: `index` must be 0-d or 1-d, got {index.ndim}-d")
-    _check_range(index, input.shape[axis] if input.ndim else 1, "index_select")
-    return jnp.take(input.reshape(input.shape or (1,)), index.reshape(-1), axis=axis) \
-        if input.ndim else input.reshape(1)[index.reshape(-1)].reshape(index.shape)
-
-
 def _check_range(index: jax.Array, n: int, name: str) -> None:
     if not jnp.issubdtype(index.dtype, jnp.integer):
         raise TypeError(f"{name}: `index` must be an integer tensor, got {index.dtype}")
@@ -577,28 +565,6 @@ def _check_range(index: jax.Array, n: int, name: str) -> None:
         if lo < -n or hi >= n:
             raise IndexError(f"{name}: index out of range: `index` holds {lo if lo < -n else hi}"
                              f", the dimension has size {n}")
-
-
-@op("gather")
-def gather(input: jax.Array, dim: int, index: jax.Array, *, sparse_grad: bool = False,
-           out: Any = None) -> jax.Array:
-    """``torch.gather(input, dim, index)``: ``out[i][j] = input[index[i][j]][j]`` (dim=0);
-    ``index`` has input's number of dims and may be smaller in every other dim."""
-    axis = dim_arg(dim, input.ndim, op="gather")
-    index = as_array(index)
-    if index.ndim != input.ndim:
-        raise ValueError(f"gather: Index tensor must have the same number of dimensions as "
-                         f"input tensor ({input.ndim}), got {index.ndim}")
-    for d in range(input.ndim):
-        if d != axis and index.shape[d] > input.shape[d]:
-            raise ValueError(f"gather: Size does not match at dimension {d}: expected index "
-                             f"{list(index.shape)} to be no larger than self "
-                             f"{list(input.shape)} apart from dimension {axis}")
-    _check_range(index, input.shape[axis], "gather")
-    sliced = input[tuple(slice(None) if d == axis else slice(0, index.shape[d])
-                         for d in range(input.ndim))]
-    index = jnp.where(index < 0, index + input.shape[axis], index)
-    return jnp.take_along_axis(sliced, index, axis=axis)
 
 
 @op("take_along_dim")

@@ -39,10 +39,9 @@ from ._registry import (
     class_path,
     converter_for,
     functions,
+    generation,
     methods,
     register_fallback,
-    register_function,
-    register_method,
 )
 from ._state import key_scope, next_key  # noqa: F401  (next_key: the table's random ops)
 
@@ -79,16 +78,17 @@ class _Table:
     """The registry resolved to objects: ``id(torch function) -> JAX implementation``."""
 
     def __init__(self) -> None:
-        self.size = -1
+        self.generation = -1
         self.by_id: dict[int, Callable] = {}
         self.keep: list = []  # the resolved objects, alive while their ids are keys
         self.autowrap: tuple = ()
         self.modules: list = []
 
     def refresh(self) -> _Table:
-        table = functions()
-        if len(table) == self.size:
+        """Re-resolve after any change to the registry (a new entry, a replaced one)."""
+        if generation() == self.generation:
             return self
+        table = functions()
         by_id, keep, wrap, modules = {}, [], [], []
         for path, impl in table.items():
             obj = resolve(path)
@@ -106,7 +106,7 @@ class _Table:
                 if home not in modules:
                     modules.append(home)
         self.by_id, self.keep, self.autowrap, self.modules = by_id, keep, tuple(wrap), modules
-        self.size = len(table)
+        self.generation = generation()
         return self
 
 
@@ -644,20 +644,3 @@ def convert_traced(module: Any, ctx: Converter) -> TracedModule:
             f"from_torch: no JAX port for {ctx.where(module)}. Register one:\n"
             f"{_example(type(module))}")
     return TracedModule(_children(module, ctx), _Program(module, ctx.path, ctx.device))
-
-
-# ------------------------------------------------------ fx's own guard functions
-
-# Python's own attribute access and subscription on traced values (``x.shape``,
-# ``data.x``, ``out[0]``): the interpreter needs them before any table entry.
-register_function("builtins.getattr")(builtins.getattr)
-register_function("operator.getitem")(operator.getitem)
-# ``tensor.__getitem__(i)`` spelled as a method (fx records it so for a buffer's proxy)
-register_method("__getitem__")(operator.getitem)
-
-
-@register_function("operator.setitem")
-def _setitem(x: Any, index: Any, value: Any) -> Any:
-    """``x[index] = value`` as a new array (the interpreter rebinds ``x`` to it)."""
-    import jax.numpy as jnp
-    return jnp.asarray(x).at[index].set(value)

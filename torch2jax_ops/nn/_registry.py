@@ -2,18 +2,30 @@
 
 A leaf module: it imports nothing of the package, so every layer can register
 into it without an import cycle. Layers register themselves when their module
-is imported (``torch2jax_ops`` imports them all):
+is imported (``torch2jax_ops`` imports them all). One entry per (kind, key):
 
-* :func:`register_converter` -- a torch ``nn.Module`` class (by its dotted
-  path, an exact class: a subclass may override ``forward``) -> a converter
-  ``fn(torch_module, ctx) -> JAX module``;
-* :func:`register_function` -- a torch function (``"torch.cat"``,
-  ``"torch.nn.functional.relu"``, ``"operator.add"``,
-  ``"torch_scatter.scatter"`` ...) -> its JAX implementation with the torch
-  signature, used for the ``call_function`` nodes of a traced forward;
-* :func:`register_method` -- a ``torch.Tensor`` method name (``"view"``,
-  ``"sum"`` ...) -> ``fn(self, *args, **kwargs)`` on a JAX array, used for
-  ``call_method`` nodes.
+* ``"module"`` -- :func:`register_converter`: a torch ``nn.Module`` class (by its
+  dotted path, an exact class: a subclass may override ``forward``) -> a
+  converter ``fn(torch_module, ctx) -> JAX module``;
+* ``"family"`` -- ``register_converter(..., subclasses=True)``: the converter of
+  every subclass without one of its own (PyG's ``MessagePassing``);
+* ``"function"`` -- :func:`register_function`: a torch function (``"torch.cat"``,
+  ``"torch.nn.functional.relu"``, ``"operator.add"``, ``"torch_scatter.scatter"``,
+  ``"torch_geometric.utils.softmax"`` ...) -> its JAX implementation with the
+  torch signature, for the ``call_function`` nodes of a traced forward;
+* ``"method"`` -- :func:`register_method`: a ``torch.Tensor`` method name
+  (``"view"``, ``"sum"`` ...) -> ``fn(self, *args, **kwargs)`` on a JAX array;
+* ``"fallback"`` -- :func:`register_fallback`: the converter of every module with
+  no entry of its own (the fx path).
+
+Rules that keep the table independent of import order:
+
+* a key has one registrant. Registering a taken key raises :class:`RegistryConflict`
+  naming both registrants, unless ``replace=True`` says the replacement is meant (a
+  user overriding a port). The package itself never replaces (a test checks it), so
+  the table is the same whatever order its modules load in;
+* every change (a registration, a replacement, :func:`unregister`) bumps
+  :func:`generation`, which the resolved caches of the fx path compare against.
 
 Keys are dotted paths, so the registry never imports torch; they are resolved
 to objects when a model is converted (an entry whose library is not
@@ -21,21 +33,45 @@ installed is skipped).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+import dataclasses
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
-__all__ = ["register_converter", "register_function", "register_method", "register_fallback",
-           "class_path", "converter_for", "family_converter_for", "fallback", "converters", "functions", "methods",
-           "mapping_table"]
+__all__ = ["Entry", "RegistryConflict", "KINDS", "register", "register_converter",
+           "register_function", "register_method", "register_fallback", "unregister",
+           "entries", "generation", "class_path", "converter_for", "family_converter_for",
+           "fallback", "converters", "functions", "methods", "mapping_table"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_CONVERTERS: dict[str, Callable[..., Any]] = {}
-#: base class path -> converter for every subclass without its own (PyG's MessagePassing)
-_SUBCLASS_CONVERTERS: dict[str, Callable[..., Any]] = {}
-_FUNCTIONS: dict[str, Callable[..., Any]] = {}
-_METHODS: dict[str, Callable[..., Any]] = {}
-#: the converter of every module without a registered class (the fx path)
-_FALLBACK: list[Callable[..., Any]] = []
+#: the kinds of entry, in the order a table lists them
+KINDS = ("module", "family", "function", "method", "fallback")
+
+
+class RegistryConflict(ValueError):
+    """A key registered twice by different registrants without ``replace=True``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One port: ``fn`` stands for the torch object ``key`` of this ``kind``."""
+    kind: str
+    key: str
+    fn: Callable[..., Any]
+
+    @property
+    def registrant(self) -> str:
+        """``module.qualname`` of the port (who registered it)."""
+        return _name_of(self.fn)
+
+
+_ENTRIES: dict[tuple[str, str], Entry] = {}
+_GENERATION = [0]
+
+
+def _name_of(fn: Any) -> str:
+    module = getattr(fn, "__module__", None) or "?"
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{module}.{name}"
 
 
 def class_path(cls: type) -> str:
@@ -43,20 +79,59 @@ def class_path(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _register(table: dict, keys: tuple, what: str) -> Callable[[F], F]:
+def generation() -> int:
+    """A number that changes with every change to the registry (for resolved caches)."""
+    return _GENERATION[0]
+
+
+def register(kind: str, *keys: str, replace: bool = False) -> Callable[[F], F]:
+    """Decorator: register ``fn`` under ``keys`` of ``kind`` (one of :data:`KINDS`).
+
+    The one registration function; :func:`register_converter`,
+    :func:`register_function`, :func:`register_method` and
+    :func:`register_fallback` are this with their kind. Registering the same
+    function again under the same key is a no-op (a module imported twice).
+
+    Raises:
+      RegistryConflict: a key already belongs to another port and ``replace`` is
+        False; the message names both.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"register: kind must be one of {KINDS}, got {kind!r}")
     if not keys or not all(isinstance(k, str) and k for k in keys):
-        raise TypeError(f"register_{what}: pass one or more non-empty strings, got {keys!r}")
+        raise TypeError(f"register ({kind}): pass one or more non-empty strings, got {keys!r}")
 
     def add(fn: F) -> F:
         if not callable(fn):
-            raise TypeError(f"register_{what}: expected a callable, got {type(fn).__name__}")
+            raise TypeError(f"register ({kind}): expected a callable, got {type(fn).__name__}")
         for key in keys:
-            table[key] = fn
+            old = _ENTRIES.get((kind, key))
+            if old is not None and old.fn is not fn and not replace:
+                raise RegistryConflict(
+                    f"the {kind} {key!r} is already ported by {old.registrant}; "
+                    f"{_name_of(fn)} registers it again. Pass replace=True to replace the "
+                    f"port on purpose, or unregister({kind!r}, {key!r}) first")
+        changed = False
+        for key in keys:
+            old = _ENTRIES.get((kind, key))
+            if old is None or old.fn is not fn:
+                _ENTRIES[(kind, key)] = Entry(kind, key, fn)
+                changed = True
+        if changed:
+            _GENERATION[0] += 1
         return fn
     return add
 
 
-def register_converter(*class_paths: str, subclasses: bool = False) -> Callable[[F], F]:
+def unregister(kind: str, *keys: str) -> None:
+    """Remove entries (a missing key is ignored)."""
+    for key in keys:
+        if _ENTRIES.pop((kind, key), None) is not None:
+            _GENERATION[0] += 1
+
+
+def register_converter(*class_paths: str, subclasses: bool = False,
+                       replace: bool = False) -> Callable[[F], F]:
     """Decorator: ``fn(torch_module, ctx) -> JAX module`` converts the classes ``class_paths``.
 
     An exact class matches first; with ``subclasses=True`` the converter also
@@ -67,11 +142,10 @@ def register_converter(*class_paths: str, subclasses: bool = False) -> Callable[
     ... def _gate(module, ctx):
     ...     return Gate(ctx.array(module.weight))
     """
-    return _register(_SUBCLASS_CONVERTERS if subclasses else _CONVERTERS, class_paths,
-                     "converter")
+    return register("family" if subclasses else "module", *class_paths, replace=replace)
 
 
-def register_function(*paths: str) -> Callable[[F], F]:
+def register_function(*paths: str, replace: bool = False) -> Callable[[F], F]:
     """Decorator: the JAX implementation of the torch functions ``paths`` (same signature).
 
     >>> @register_function("my_project.ops.fused_gelu")
@@ -83,62 +157,68 @@ def register_function(*paths: str) -> Callable[[F], F]:
         raise ValueError(f"register_function: a torch function is named by its dotted path "
                          f"('torch.cat', 'torch.nn.functional.relu', 'operator.add'), got "
                          f"{bad[:5]!r}")
-    return _register(_FUNCTIONS, paths, "function")
+    return register("function", *paths, replace=replace)
 
 
-def register_method(*names: str) -> Callable[[F], F]:
+def register_method(*names: str, replace: bool = False) -> Callable[[F], F]:
     """Decorator: ``fn(array, *args, **kwargs)`` implements ``torch.Tensor.<name>``."""
-    return _register(_METHODS, names, "method")
+    return register("method", *names, replace=replace)
 
 
 def register_fallback(fn: F) -> F:
     """Decorator: ``fn(torch_module, ctx)`` converts every module with no converter of its own."""
-    _FALLBACK[:] = [fn]
-    return fn
+    return register("fallback", "*")(fn)
+
+
+def entries(kind: Optional[str] = None) -> Iterator[Entry]:
+    """Every entry (of one kind), in registration order."""
+    return (e for (k, _), e in list(_ENTRIES.items()) if kind in (None, k))
+
+
+def _table(kind: str) -> dict[str, Callable[..., Any]]:
+    return {e.key: e.fn for e in entries(kind)}
 
 
 def fallback() -> Callable[..., Any] | None:
     """The converter of modules without one of their own (None until :mod:`._fx` is loaded)."""
-    return _FALLBACK[0] if _FALLBACK else None
+    entry = _ENTRIES.get(("fallback", "*"))
+    return None if entry is None else entry.fn
 
 
 def converter_for(cls: type) -> Callable[..., Any] | None:
     """The converter of this exact class, else of its nearest registered base
     (``subclasses=True`` registrations), else None."""
-    exact = _CONVERTERS.get(class_path(cls))
+    exact = _ENTRIES.get(("module", class_path(cls)))
     if exact is not None:
-        return exact
-    for base in getattr(cls, "__mro__", (cls,))[1:]:
-        family = _SUBCLASS_CONVERTERS.get(class_path(base))
-        if family is not None:
-            return family
-    return None
+        return exact.fn
+    return family_converter_for(cls, skip_self=True)
 
 
-def family_converter_for(cls: type) -> Callable[..., Any] | None:
+def family_converter_for(cls: type, *, skip_self: bool = False) -> Callable[..., Any] | None:
     """The converter of ``cls``'s nearest registered base (``subclasses=True``
     registrations: a family that converts any member by tracing it), ignoring an
     exact converter of ``cls`` itself; None if there is none."""
-    for base in getattr(cls, "__mro__", (cls,)):
-        family = _SUBCLASS_CONVERTERS.get(class_path(base))
+    mro = getattr(cls, "__mro__", (cls,))
+    for base in mro[1:] if skip_self else mro:
+        family = _ENTRIES.get(("family", class_path(base)))
         if family is not None:
-            return family
+            return family.fn
     return None
 
 
 def converters() -> dict[str, Callable[..., Any]]:
-    """Every registered class path and its converter (a copy)."""
-    return dict(_CONVERTERS)
+    """Every registered class path (exact classes) and its converter (a copy)."""
+    return _table("module")
 
 
 def functions() -> dict[str, Callable[..., Any]]:
     """Every registered torch function path and its JAX implementation (a copy)."""
-    return dict(_FUNCTIONS)
+    return _table("function")
 
 
 def methods() -> dict[str, Callable[..., Any]]:
     """Every registered ``torch.Tensor`` method name and its JAX implementation (a copy)."""
-    return dict(_METHODS)
+    return _table("method")
 
 
 #: how the mapping table groups function paths: (heading, path prefix)
@@ -153,10 +233,10 @@ def mapping_table() -> str:
     """The fx mapping table as Markdown: every torch function and Tensor method with a port.
 
     Generated from the registry (what ``migration_guide/porting.md`` shows;
-    ``torch2jax-ops mapping-table --check`` keeps the page in step).
+    ``torch2jax-ops tables`` keeps the page in step).
     """
     functions_by_family: dict = {}
-    for path in _FUNCTIONS:
+    for path in functions():
         for heading, prefix in reversed(_FAMILIES):  # most specific prefix first
             if path.startswith(prefix):
                 rest = path[len(prefix):]
@@ -171,7 +251,7 @@ def mapping_table() -> str:
         names = sorted(functions_by_family.get(heading, ()))
         if names:
             lines.append(f"| {heading} | {len(names)} | {', '.join(f'`{n}`' for n in names)} |")
-    methods_ = sorted(n for n in _METHODS if not n.startswith("_"))
+    methods_ = sorted(n for n in methods() if not n.startswith("_"))
     lines.append(f"| `Tensor` methods | {len(methods_)} | "
                  f"{', '.join(f'`.{n}`' for n in methods_)} |")
     return "\n".join(lines)
