@@ -14,7 +14,9 @@ import torch
 import torch_geometric.utils as U
 
 from torch2jax_ops.geometric import utils as G
+from torch2jax_ops import to_jax
 from torch2jax_ops.parity import _suite as suite
+from torch2jax_ops.parity import compare_arrays
 
 CASES = suite.cases("utils")
 
@@ -265,8 +267,12 @@ def test_user_model_with_utilities_matches_pyg(dtype):
         t_ei, _ = _graph()
         w = torch.tensor(rng.uniform(0.2, 1.5, t_ei.shape[1]), dtype=getattr(torch, dtype))
         port = from_torch(model)
-        result = compare_modules(model, port, x, t_ei, w)  # under jit: the static forms
+        result = compare_modules(model, port, x, t_ei, w)  # jit: the static forms
         assert result.passed, str(result)
+        # under the user's own jit the indices are traced: the static forms, same numbers
+        traced = jax.jit(lambda *a: port(*a))(
+            *(to_jax(t, allow_downcast=True) for t in (x, t_ei, w)))
+        assert compare_arrays(model(x, t_ei, w).detach(), traced, "out", "output").passed
         eager = compare_modules(model, port, x, t_ei, w, jit=False)  # the exact forms
         assert eager.passed, str(eager)
 

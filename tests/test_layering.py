@@ -17,7 +17,7 @@ PACKAGE = ROOT / "torch2jax_ops"
 
 #: layer of each top-level part of the package, and the layers it may import
 LAYERS = {
-    "base": ("_dtypes", "dtypes", "_checking", "_dependence", "_sharding"),
+    "base": ("_dtypes", "dtypes", "_checking", "_dependence", "_sharding", "_batch_vector"),
     "ops": ("torch_scatter", "torch"),
     "exchange": ("dlpack", "tree", "bridge"),
     "autodiff": ("autograd", "func"),

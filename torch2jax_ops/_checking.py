@@ -28,6 +28,8 @@ import numpy as np
 from jax._src import config as _jax_config  # bool_state: the one way to key jit on a flag
 from jax.experimental import checkify
 
+from ._batch_vector import BatchVector
+
 __all__ = ["checked", "debug_check", "is_traced", "is_array", "is_inexact", "as_array",
            "normalize_dim", "check_index", "check_bounds", "index_extent",
            "static_int", "Reduction", "REDUCTIONS", "SEGMENT_REDUCTIONS", "check_reduce"]
@@ -159,7 +161,10 @@ def is_inexact(x: Any) -> bool:
 
 
 def as_array(x: Any, name: str, *, op: str) -> jax.Array:
-    """``x`` as a JAX array; a torch tensor gets an error that says how to convert."""
+    """``x`` as a JAX array; a torch tensor gets an error that says how to convert.
+    A :class:`~torch2jax_ops._batch_vector.BatchVector` gives its ids."""
+    if isinstance(x, BatchVector):
+        x = x.ids
     if type(x).__module__.startswith("torch"):
         raise TypeError(
             f"{op}: `{name}` is a torch tensor; pass a JAX array instead "

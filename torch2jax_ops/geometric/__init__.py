@@ -17,6 +17,7 @@
 from . import _table, nn, utils  # noqa: F401  (the fx table's PyG entries; nn's converters)
 from . import _table_torch  # noqa: F401  (the fx table's entries for torch2jax_ops.torch)
 from . import data, loader
+from .._batch_vector import BatchVector
 from ._edge_index import EdgeIndex
 from ._norm import gcn_norm, gcn_norm_static
 from ._padding import BucketLadder, PaddedGraph, pad_graph, pad_to_bucket
@@ -42,7 +43,7 @@ __all__ = [
     "to_undirected_static", "subgraph", "subgraph_static", "k_hop_subgraph",
     "k_hop_subgraph_static", "dropout_edge", "dropout_edge_static", "dropout_node",
     "dropout_node_static", "negative_sampling", "negative_sampling_static", "to_dense_adj",
-    "EdgeIndex",
+    "EdgeIndex", "BatchVector",
 ]
 __all__ += ["segment_matmul"]
 

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from .._batch_vector import dense_size, graph_count
 from .._checking import as_array, debug_check, is_traced, static_int
 from ._edges import check_ids, node_count
 
@@ -30,7 +31,8 @@ def to_dense_batch(x: ArrayLike, batch: Optional[ArrayLike] = None, fill_value: 
     x = as_array(x, "x", op=op)
     if x.ndim == 0:
         raise ValueError(f"{op}: `x` must have a node axis, got a 0-d array")
-    max_num_nodes = static_int(max_num_nodes, "max_num_nodes", op=op)
+    max_num_nodes = dense_size(batch, static_int(max_num_nodes, "max_num_nodes", op=op))
+    batch_size = graph_count(batch, batch_size)
     if batch is None and max_num_nodes is None:
         return x[None], jnp.ones((1, x.shape[0]), bool)
     num = x.shape[0]
@@ -55,7 +57,7 @@ def to_dense_batch(x: ArrayLike, batch: Optional[ArrayLike] = None, fill_value: 
             raise ValueError(f"{op}: `max_num_nodes` is required under jax.jit / jax.vmap: PyG "
                              f"uses the largest graph's size, a value that cannot become a "
                              f"static shape. Pass max_num_nodes=<int>")
-        max_num_nodes = int(np.asarray(counts).max()) if b else 0
+        max_num_nodes = _largest(batch, b)
     starts = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum(counts)])
     position = jnp.arange(num, dtype=jnp.int32) - starts[jnp.minimum(batch, b)]
     keep = (batch < b) & (position < max_num_nodes)
@@ -64,3 +66,11 @@ def to_dense_batch(x: ArrayLike, batch: Optional[ArrayLike] = None, fill_value: 
     out = jnp.full((size,) + x.shape[1:], fill_value, x.dtype).at[slot].set(x, mode="drop")
     mask = jnp.zeros((size,), bool).at[slot].set(True, mode="drop")
     return out.reshape((b, max_num_nodes) + x.shape[1:]), mask.reshape(b, max_num_nodes)
+
+
+def _largest(batch: jax.Array, b: int) -> int:
+    """The largest graph of a concrete ``batch`` (ids ``b`` and above dropped), on the host:
+    a count computed with jnp would be traced inside a jitted caller even for a constant."""
+    ids = np.asarray(batch)
+    ids = ids[(ids >= 0) & (ids < b)]
+    return int(np.bincount(ids, minlength=b).max()) if b else 0

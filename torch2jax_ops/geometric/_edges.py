@@ -99,7 +99,9 @@ def node_count(num_nodes: Any, index: jax.Array, name: str = "num_nodes",
         raise ValueError(
             f"{op}: `{name}` is required under jax.jit / jax.vmap: PyG infers it as "
             f"{index_name}.max() + 1, a value that cannot become a static shape. Pass "
-            f"{name}=<int> ({hint})")
+            f"{name}=<int> ({hint}), or pass the {index_name} as a BatchVector, which "
+            f"carries the count (PaddedGraph.batch from JaxLoader, pad_graph or from_pyg is "
+            f"one)")
     return int(np.asarray(index).max()) + 1 if index.size else 0
 
 

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from .._batch_vector import BatchVector
 from .._checking import as_array, is_traced, static_int
 from ._edges import edge_array
 
@@ -51,6 +52,13 @@ class PaddedGraph(_PaddedGraphFields):
     ``edge_mask [E]``, ``graph_mask [G]`` (``G`` graphs including the padding
     graph). Real rows come first.
 
+    ``batch`` is a :class:`~torch2jax_ops.geometric.BatchVector`: the ids with
+    the graph count ``G`` as static data, so a model that pools, densifies or
+    normalises per graph the PyG way (``global_mean_pool(x, batch)``, no
+    ``size``) compiles under ``jax.jit``; ``batch.ids`` is the plain array.
+    Other attributes of the batch (``extras``) read as attributes too:
+    ``g.train_mask`` is ``g.extras["train_mask"]``, as ``data.train_mask`` in PyG.
+
     Optional fields (default None / an empty dict, so older code that builds
     or reads the first seven fields keeps working):
 
@@ -66,8 +74,20 @@ class PaddedGraph(_PaddedGraphFields):
 
     def __new__(cls, x, edge_index, edge_attr, batch, node_mask, edge_mask, graph_mask,
                 y=None, seed_mask=None, extras=None):
+        if batch is not None and not isinstance(batch, BatchVector) and \
+                hasattr(batch, "shape") and hasattr(graph_mask, "shape"):
+            batch = BatchVector(batch, graph_mask.shape[0])
         return super().__new__(cls, x, edge_index, edge_attr, batch, node_mask, edge_mask,
                                graph_mask, y, seed_mask, {} if extras is None else extras)
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for names that are not fields: the batch's other attributes
+        extras = self.extras
+        if not name.startswith("__") and isinstance(extras, dict) and name in extras:
+            return extras[name]
+        raise AttributeError(
+            f"PaddedGraph has no attribute {name!r} (fields: {', '.join(self._fields)}; "
+            f"other attributes of the batch: {', '.join(sorted(extras or {})) or 'none'})")
 
     @property
     def num_nodes(self) -> int:

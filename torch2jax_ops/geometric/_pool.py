@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from .._batch_vector import graph_count
 from .._checking import as_array
 from ._edges import aggregate, check_ids, node_count
 
@@ -23,6 +24,7 @@ def _pool(reduce: str, x: Any, batch: Any, size: Optional[int], *, op: str) -> j
         reducers: dict[str, Callable[..., jax.Array]] = {
             "sum": jnp.sum, "mean": jnp.mean, "max": jnp.max}
         return reducers[reduce](x, axis=axis, keepdims=keep)
+    size = graph_count(batch, size)
     batch = as_array(batch, "batch", op=op)
     if batch.shape != (x.shape[axis],) or not jnp.issubdtype(batch.dtype, jnp.integer):
         raise ValueError(f"{op}: `batch` must be a 1-D integer array with one graph id per node "

@@ -16,6 +16,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
+from .._batch_vector import graph_count
 from .._checking import as_array, check_index, check_reduce, normalize_dim
 from ._edges import aggregate, check_ids, node_count
 
@@ -62,6 +63,7 @@ def scatter(src: Any, index: Any, dim: int = 0, dim_size: Optional[int] = None,
     """
     op = "scatter"
     src = as_array(src, "src", op=op)
+    dim_size = graph_count(index, dim_size)
     index = as_array(index, "index", op=op)
     check_index(index, op=op)
     if index.ndim != 1:

@@ -9,6 +9,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .. import _dtypes
+from .._batch_vector import graph_count
 from .._checking import as_array, is_traced, normalize_dim
 from ..torch_scatter._gather import csr_ids
 from ._edges import check_ids, gather, gather_rows, node_count, slot_sum, valid
@@ -45,6 +46,7 @@ def softmax(src: ArrayLike, index: Optional[ArrayLike] = None, ptr: Optional[Arr
         n = ptr.shape[0] - 1
         index = csr_ids(ptr, length)
     elif index is not None:
+        num_nodes = graph_count(index, num_nodes)
         index = as_array(index, "index", op=op)
         if index.shape != (length,) or not jnp.issubdtype(index.dtype, jnp.integer):
             raise ValueError(f"{op}: `index` must be a 1-D integer array of length "

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._batch_vector import graph_count
 from .._checking import as_array, is_traced, static_int
 from ._edges import check_ids, gather, node_count
 from ._torch_sort import torch_cpu_argsort
@@ -95,6 +96,7 @@ def global_sort_pool(x: Any, index: Any, k: int, size: Optional[int] = None, *,
         index = jnp.zeros((n,), jnp.int32)
         b = 1 if size is None else (static_int(size, "size", op=op) or 0)
     else:
+        size = graph_count(index, size)
         index = as_array(index, "index", op=op)
         if index.shape != (n,) or not jnp.issubdtype(index.dtype, jnp.integer):
             raise ValueError(f"{op}: `index` must be a 1-D integer array with one graph id per "

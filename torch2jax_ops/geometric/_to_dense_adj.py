@@ -16,7 +16,9 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .. import _dtypes
+from .._batch_vector import dense_size, graph_count
 from .._checking import as_array, check_index, is_traced, static_int
+from ._dense import _largest
 from ._edges import aggregate, check_ids, edge_array
 
 __all__ = ["to_dense_adj"]
@@ -55,8 +57,8 @@ def to_dense_adj(edge_index: ArrayLike, batch: Optional[ArrayLike] = None,
         if edge_attr.ndim == 0 or edge_attr.shape[0] != num_edges:
             raise ValueError(f"{op}: `edge_attr` must have one row per edge ({num_edges}), "
                              f"got shape {tuple(edge_attr.shape)}")
-    max_num_nodes = static_int(max_num_nodes, "max_num_nodes", op=op)
-    batch_size = static_int(batch_size, "batch_size", op=op)
+    max_num_nodes = dense_size(batch, static_int(max_num_nodes, "max_num_nodes", op=op))
+    batch_size = graph_count(batch, static_int(batch_size, "batch_size", op=op))
     row, col = edge_index[0], edge_index[1]
     if batch is None:
         b = 1 if batch_size is None else batch_size
@@ -87,7 +89,7 @@ def to_dense_adj(edge_index: ArrayLike, batch: Optional[ArrayLike] = None,
         if max_num_nodes is None:
             if is_traced(batch):
                 raise _needed("max_num_nodes", "the size of the largest graph", op=op)
-            max_num_nodes = int(np.asarray(count).max()) if b else 0
+            max_num_nodes = _largest(batch, b)
         m = max_num_nodes
         start = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum(count)[:-1]])
         node_start = jnp.concatenate([start[jnp.clip(batch, 0, max(b - 1, 0))],

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator, Optional, cast
 import jax
 import numpy as np
 
+from .._batch_vector import declared_max, ids_of, plain_ids
 from .._checking import is_array
 from .._sharding import sharding_aware
 from ._convert import Converter, UnsupportedModuleError
@@ -192,6 +193,8 @@ def _make_tracer_class() -> type:
             v = self.value
             if isinstance(v, (bool, int, float, np.integer, np.floating, np.bool_)):
                 return kind(v)
+            if isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer) and v.size == 1:
+                return kind(v.item())  # a known value (every call traces afresh)
             raise _error(self.node, f"a tensor's value is used as a Python {kind.__name__} "
                                     f"(.item(), int(x), range(x) ...): under JAX the value is "
                                     f"not known while the program is built")
@@ -320,7 +323,10 @@ def _make_tracer_class() -> type:
                     raise _error(node, f"{self.program.name}: no JAX mapping for the tensor "
                                        f"method `.{node.target}()`. Add one with "
                                        f"torch2jax_ops.nn.register_method('{node.target}')")
-                return _call(impl, args, kwargs, node)
+                declared = declared_max(node.target, args, kwargs)  # batch.max()
+                if declared is not None:
+                    return declared
+                return _call(impl, *plain_ids(args, kwargs), node)
             impl = self.table.by_id.get(id(node.target))
             if impl is None:
                 name = _target_name(node.target)
@@ -328,6 +334,14 @@ def _make_tracer_class() -> type:
                                    f"one with @torch2jax_ops.nn.register_function('{name}') on "
                                    f"a JAX function with the same signature, or port this "
                                    f"module by hand (register_converter)")
+            home = getattr(node.target, "__module__", "").split(".")[0]
+            if home == "torch":
+                declared = declared_max(getattr(node.target, "__name__", ""), args, kwargs)
+                if declared is not None:  # torch.max(batch)
+                    return declared
+                args, kwargs = plain_ids(args, kwargs)  # torch's own ops count nothing
+            elif home in ("_operator", "operator"):  # x[batch], x + batch; not out[3]
+                args = tuple(ids_of(a) for a in args)
             return _call(impl, args, kwargs, node)
 
         # -- Python protocols on proxies
@@ -377,7 +391,8 @@ def _make_tracer_class() -> type:
             if is_array(arg):
                 self.inputs.append(arg)
                 return self.create_proxy("placeholder", name, (), {})
-            if isinstance(arg, (tuple, list)) and any(_holds_array(a) for a in arg):
+            if isinstance(arg, (tuple, list)) and not hasattr(arg, "_fields") and \
+                    any(_holds_array(a) for a in arg):  # (a named tuple is a Data-like object)
                 return type(arg)(self._build(f"{name}_{i}", a) for i, a in enumerate(arg))
             if isinstance(arg, dict) and any(_holds_array(a) for a in arg.values()):
                 return {k: self._build(f"{name}_{k}", a) for k, a in arg.items()}
@@ -406,8 +421,19 @@ def _holds_array(x: Any) -> bool:
     return any(is_array(leaf) for leaf in jax.tree_util.tree_leaves(x))
 
 
+def _constant(args: tuple, kwargs: dict) -> bool:
+    """No argument is traced: a function of constants (an index the caller holds fixed, a
+    buffer) is computed while the program is built, so its value stays known -- as torch's
+    is, e.g. PyG's ``int(index.max()) + 1`` on a constant ``batch``."""
+    return not any(isinstance(leaf, jax.core.Tracer)
+                   for leaf in jax.tree_util.tree_leaves((args, kwargs)))
+
+
 def _call(fn: Callable, args: tuple, kwargs: dict, node: Any) -> Any:
     try:
+        if node.op != "call_module" and _constant(args, kwargs):
+            with jax.ensure_compile_time_eval():
+                return fn(*args, **kwargs)
         return fn(*args, **kwargs)
     except UnsupportedModuleError:
         raise

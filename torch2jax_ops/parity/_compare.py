@@ -220,14 +220,73 @@ def _flatten_jax(tree: Any) -> list:
 
 
 def _convert_arg(x: Any) -> Any:
-    """torch tensor -> JAX array (int64 downcast checked when 64-bit mode is off)."""
+    """torch tensor -> JAX array (int64 downcast checked when 64-bit mode is off); a PyG
+    ``Data`` / ``Batch`` -> an unpadded :class:`~torch2jax_ops.geometric.PaddedGraph`
+    (``from_pyg``: exact counts, so its ``batch`` carries PyG's graph count)."""
     if _is_tensor(x):
         return dlpack.to_jax(x, allow_downcast=True)
+    if _is_pyg_data(x):
+        from ..geometric.data import from_pyg
+
+        return from_pyg(x, copy=True, allow_downcast=True)
     if isinstance(x, (tuple, list)):
         return type(x)(_convert_arg(v) for v in x)
     if isinstance(x, dict):
         return {k: _convert_arg(v) for k, v in x.items()}
     return x
+
+
+def _is_pyg_data(x: Any) -> bool:
+    """A PyG ``Data`` / ``Batch`` / ``HeteroData`` (without importing torch_geometric)."""
+    import sys
+
+    pyg = sys.modules.get("torch_geometric.data")
+    return pyg is not None and isinstance(x, (pyg.Data, pyg.HeteroData))
+
+
+def _is_index(x: Any) -> bool:
+    return isinstance(x, jax.Array) and not jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+def jit_with_constant_indices(fn: Callable) -> Callable:
+    """``equinox.filter_jit(fn)``, except that integer and bool arrays among the arguments
+    are compile-time constants, not traced.
+
+    What the parity tools run: torch reads sizes off its index tensors (``batch.max() + 1``
+    graphs, ``edge_index.max() + 1`` nodes), and a port compared with it must read the same
+    sizes; with traced indices those reads would need ``size=`` arguments the torch model
+    does not pass. Floating inputs and the parameters stay traced (they are differentiated).
+    One compilation per distinct set of index arrays (by identity). A port that cannot
+    run so (a utility whose exact form needs concrete values too) runs with everything
+    traced, as under the user's own ``jax.jit``; if that fails too, its error is raised.
+    """
+    import equinox as eqx
+
+    cache: dict = {}
+    traced = eqx.filter_jit(fn)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return constant(*args, **kwargs)
+        except _NotFusable:
+            raise
+        except Exception:  # noqa: BLE001 - the traced form decides (and names the error)
+            return traced(*args, **kwargs)
+
+    def constant(*args: Any, **kwargs: Any) -> Any:
+        flat, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        fixed = tuple(i for i, leaf in enumerate(flat) if _is_index(leaf))
+        key = (treedef, fixed, tuple(id(flat[i]) for i in fixed))
+        if key not in cache:
+            constants = {i: flat[i] for i in fixed}
+
+            def inner(dynamic: list) -> Any:
+                a, kw = jax.tree_util.tree_unflatten(
+                    treedef, [constants.get(i, d) for i, d in enumerate(dynamic)])
+                return fn(*a, **kw)
+            cache[key] = (eqx.filter_jit(inner), constants)  # constants: ids stay unique
+        return cache[key][0]([None if i in fixed else leaf for i, leaf in enumerate(flat)])
+    return call
 
 
 def _tensor_paths(tree: Any, prefix: str = "", is_leaf: Callable = _is_tensor) -> list:
@@ -248,7 +307,8 @@ def _replace(tree: Any, prefix: str, values: dict) -> Any:
     if isinstance(tree, dict):
         return {k: _replace(v, f"{prefix}[{k!r}]", values) for k, v in tree.items()}
     if isinstance(tree, (tuple, list)):
-        return type(tree)(_replace(v, f"{prefix}[{i}]", values) for i, v in enumerate(tree))
+        items = [_replace(v, f"{prefix}[{i}]", values) for i, v in enumerate(tree)]
+        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
     return tree
 
 
@@ -412,8 +472,6 @@ def _fused_results(torch_flat, jax_fn, jax_args, jax_kwargs, wrt, wrt_values, le
     forward (with its residuals) and the backward as two programs; one program halves that
     work, which is most of a module case's cost once programs are cached.
     """
-    import equinox as eqx
-
     float_outs, cotangents, torch_grads = _torch_grads(torch_flat, wrt, leaves, seed, torch)
     shapes = [tuple(t.shape) for _, t in torch_flat]
     paths = [p for p, _ in wrt]
@@ -436,7 +494,7 @@ def _fused_results(torch_flat, jax_fn, jax_args, jax_kwargs, wrt, wrt_values, le
         return out, pullback(jax.tree_util.tree_unflatten(treedef, cot))
 
     try:
-        jax_out, jax_grads = eqx.filter_jit(step)(
+        jax_out, jax_grads = jit_with_constant_indices(step)(
             list(wrt_values), jax_args, jax_kwargs, [np.asarray(c) for c in cotangents])
     except (_NotFusable, TypeError):  # the unfused path names what differs
         return None

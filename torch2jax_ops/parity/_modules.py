@@ -28,6 +28,7 @@ from ._compare import (
     _finite,
     _tensor_paths,
     compare_arrays,
+    jit_with_constant_indices,
     matmul_precision,
 )
 
@@ -84,11 +85,17 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
         the modules of :mod:`torch2jax_ops.nn` / :mod:`torch2jax_ops.geometric.nn`).
       *args, **kwargs: the inputs, as torch tensors (or trees of them) and
         plain values; non-array values (``num_graphs``) are static under jit.
+        A PyG ``Data`` / ``Batch`` (a ``forward(self, data)`` model) reaches
+        the port as ``from_pyg(data)``: a ``PaddedGraph`` with PyG's exact
+        counts.
       grad: compare gradients w.r.t. every parameter (by name) and, with
         ``grad_inputs``, every floating input tensor in ``args``.
       rtol, atol, seed, normwise: as in :func:`compare`.
       jit: run the JAX side under ``equinox.filter_jit`` (default), as it will
-        be used; ``False`` runs it eagerly (easier to debug).
+        be used; ``False`` runs it eagerly (easier to debug). Integer and bool
+        inputs (``edge_index``, ``batch``, masks) are compile-time constants,
+        so sizes the torch model reads off them (``batch.max() + 1``) are read
+        the same way; floating inputs and parameters are traced.
       precision: as in :func:`compare` (``"highest"``: no TF32 on either side).
       weights: ``"torch"`` (default) runs both sides with the torch module's
         parameters, so the comparison checks the port's *computation*;
@@ -132,10 +139,8 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
             p = {k: own[k] + (v - jax.lax.stop_gradient(v)) for k, v in p.items()}
         return func.functional_call(jax_module, p, a, kw)
 
-    if jit:
-        import equinox as eqx
-
-        ours = eqx.filter_jit(ours)
+    if jit:  # index inputs are constants: sizes read off them are read as torch reads them
+        ours = jit_with_constant_indices(ours)
     # every argument holding tensors: plain tensors, pairs, and dicts (x_dict of a hetero model)
     positions = [0] + ([i + 1 for i, a in enumerate(args) if _tensor_paths([a])]
                        if grad_inputs else [])

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._batch_vector import graph_count
 from .._checking import as_array, check_index, is_traced, normalize_dim, static_int
 from ._deterministic import sorted_sum
 from ._gather import take_groups
@@ -98,6 +99,8 @@ class Groups:
         Returns ``(groups, src, out)`` with ``src``/``out`` as JAX arrays.
         """
         src = as_array(src, "src", op=op)
+        if out is None:  # a BatchVector index knows its group count
+            dim_size = graph_count(index, dim_size)
         index = as_array(index, "index", op=op)
         check_index(index, op=op)
         if src.ndim == 0:

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from .._batch_vector import graph_count
 from .._checking import SEGMENT_REDUCTIONS, Reduction, as_array, check_index, check_reduce
 from ._gather import gather_along
 from ._groups import Groups
@@ -39,6 +40,8 @@ __all__ = ["segment_coo", "segment_sum_coo", "segment_add_coo", "segment_mean_co
 
 def _plan(src: Any, index: Any, out: Any, dim_size: Any, *,
           op: str) -> tuple[Groups, jax.Array, Optional[jax.Array]]:
+    if out is None:  # a BatchVector index knows its group count
+        dim_size = graph_count(index, dim_size)
     index = as_array(index, "index", op=op)
     if index.ndim == 0:  # Groups.build checks the rest (the scatter family's rules)
         raise ValueError(f"{op}: `index` must have at least one dimension, got a 0-d array")

@@ -7,6 +7,7 @@ import jax
 import numpy as np
 
 from ... import _dtypes
+from ..._batch_vector import BatchVector
 from ...dlpack import Placement, default_device
 from .._padding import PaddedGraph
 from ._hetero import HeteroGraph, hetero_from_pyg, is_hetero
@@ -109,6 +110,9 @@ def from_pyg(data: Any, *, device: Placement = None, copy: Optional[bool] = None
     g = num_graphs_of(data)
     if fields["batch"] is None:
         fields["batch"] = _host(np.zeros((n,), np.int32), target)
+        largest = n
+    else:  # PyG's to_dense_batch default: the largest graph
+        largest = int(np.bincount(np.asarray(fields["batch"])).max()) if n else 0
     batch_size = values.get("batch_size")
     seed_mask = None
     if isinstance(batch_size, int):
@@ -117,7 +121,7 @@ def from_pyg(data: Any, *, device: Placement = None, copy: Optional[bool] = None
               if key not in BOOKKEEPING}
     return PaddedGraph(
         x=fields["x"], edge_index=fields["edge_index"], edge_attr=fields["edge_attr"],
-        batch=fields["batch"],
+        batch=BatchVector(fields["batch"], g, max_num_nodes=largest),
         node_mask=_host(np.ones((n,), bool), target),
         edge_mask=_host(np.ones((e,), bool), target),
         graph_mask=_host(np.ones((g,), bool), target),

@@ -20,6 +20,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ...._batch_vector import graph_count
 from ...._checking import Reduction, as_array
 from ...._sharding import sharding_aware
 from ....nn._state import key_scope
@@ -76,6 +77,7 @@ def prepare(x: Any, index: Any, ptr: Any, dim_size: Any, dim: Any, *, op: str,
         raise NotImplementedError(f"{op}: this aggregation requires 'index' to be specified "
                                   f"(as in PyG); pass index=... (the group of each element)")
     if index is not None:
+        dim_size = graph_count(index, dim_size)
         index = as_array(index, "index", op=op)
         if index.ndim != 1 or index.shape[0] != length or \
                 not jnp.issubdtype(index.dtype, jnp.integer):

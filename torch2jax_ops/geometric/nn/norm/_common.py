@@ -6,6 +6,7 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
+from ...._batch_vector import graph_count
 from ...._checking import as_array
 from ..._edges import aggregate, check_ids, gather, node_count
 
@@ -19,6 +20,7 @@ def graph_ids(x: jax.Array, batch: Any, batch_size: Optional[int], *, op: str,
     The graph id ``B`` marks padding nodes (the dropped graph slot)."""
     if batch is None:
         return jnp.zeros((x.shape[0],), jnp.int32), 1
+    batch_size = graph_count(batch, batch_size)
     batch = as_array(batch, "batch", op=op)
     if batch.shape != (x.shape[0],) or not jnp.issubdtype(batch.dtype, jnp.integer):
         raise ValueError(f"{op}: `batch` must be a 1-D integer array with one graph id per row "

@@ -44,6 +44,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ...._batch_vector import BatchVector, graph_count
 from ...._checking import as_array, is_traced
 from ...._sharding import sharding_aware
 from ....nn import Activation, Converter, register_converter
@@ -202,6 +203,9 @@ def _pool(select: SelectTopK, x, edge_index, edge_attr, batch, attn, num_graphs,
         if edge_attr.shape[:1] != (edge_index.shape[1],):
             raise ValueError(f"{op}: `edge_attr` must have one row per edge "
                              f"({edge_index.shape[1]}), got shape {tuple(edge_attr.shape)}")
+    # the pooled batch carries the count on when it came with one or was read off the data
+    carried = isinstance(batch, BatchVector) or (batch is not None and num_graphs is None)
+    num_graphs = graph_count(batch, num_graphs)
     batch, b = _graph_ids(x, batch, num_graphs, op=op)
     attn = x if attn is None else as_array(attn, "attn", op=op)
     if score_input is not None:
@@ -221,6 +225,8 @@ def _pool(select: SelectTopK, x, edge_index, edge_attr, batch, attn, num_graphs,
         k, e = int(jnp.sum(kept)), int(jnp.sum(edge_index[0] < n))
         return (x[:k], edge_index[:, :e], None if edge_attr is None else edge_attr[:e],
                 out_batch[:k], perm[:k], score[:k])
+    if carried:
+        out_batch = BatchVector(out_batch, b)
     return x, edge_index, edge_attr, out_batch, perm, score
 
 
