@@ -173,7 +173,9 @@ def _nll(logp: jax.Array, target: jax.Array, weight: Optional[jax.Array], ignore
     picked = jnp.squeeze(jnp.take_along_axis(logp, jnp.expand_dims(safe, cdim), axis=cdim), cdim)
     w = jnp.ones((), logp.dtype) if weight is None else jnp.take(weight, safe)
     w = jnp.where(ignored, jnp.zeros((), logp.dtype), jnp.broadcast_to(w, safe.shape))
-    return -picked * w, w
+    # a where, not a product with w = 0: with every target ignored torch's gradient is 0, and
+    # the mean's 1 / sum(w) = inf times 0 would be NaN
+    return jnp.where(ignored, jnp.zeros((), logp.dtype), -picked * w), w
 
 
 @function(F + "nll_loss")

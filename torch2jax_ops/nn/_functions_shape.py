@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checking import is_array, is_traced
+from . import _masked
 from ._functions_base import (
     as_array,
     concrete,
@@ -509,15 +510,19 @@ def _index_parts(x: jax.Array, index: Any, name: str) -> tuple:
 def _mask_error(name: str) -> ValueError:
     return ValueError(
         f"{name}: a boolean mask index (x[mask]) selects a data-dependent number of elements, "
-        f"which jax.jit cannot compile (one program serves every input). Keep the shape: "
-        f"torch.where(mask, x, 0) / x.masked_fill(~mask, 0), or run the port without jit")
+        f"which jax.jit cannot compile (one program serves every input); {_masked.SUPPORTED}. "
+        f"Otherwise keep the shape: torch.where(mask, x, 0) / x.masked_fill(~mask, 0), or "
+        f"run the port without jit")
 
 
 @function("operator.getitem")
 @method("__getitem__")  # a buffer's proxy records ``x[i]`` as this method
 def getitem(obj: Any, index: Any) -> Any:
     """``x[index]`` with torch's rules: out-of-range ints raise, lists index like tensors;
-    a boolean mask works eagerly and raises a clear error under ``jax.jit``.
+    a boolean mask works eagerly. Under ``jax.jit`` a traced 1-d mask over the rows
+    (``x[mask]``, ``x[mask, :k]``) gives a :class:`~._masked.MaskedRows` (the rows kept
+    full-size, for the row-wise uses :mod:`._masked` supports); any other traced mask
+    raises a clear error.
 
     Non-tensors (tuples, dicts, batches) are indexed as Python does.
     """
@@ -525,6 +530,8 @@ def getitem(obj: Any, index: Any) -> Any:
         return operator.getitem(obj, index)
     parts, has_mask = _index_parts(obj, index, "getitem")
     if has_mask and any(is_traced(p) for p in parts if is_array(p) and p.dtype == jnp.bool_):
+        if _masked.selectable(obj, parts):
+            return _masked.select(jnp.asarray(obj), parts[0], parts[1:])
         raise _mask_error("getitem")
     return jnp.asarray(obj)[parts]
 

@@ -35,6 +35,7 @@ import numpy as np
 from .._batch_vector import declared_max, ids_of, plain_ids
 from .._checking import is_array
 from .._sharding import sharding_aware
+from . import _masked
 from ._convert import Converter, UnsupportedModuleError
 from ._registry import (
     class_path,
@@ -176,7 +177,7 @@ def _make_tracer_class() -> type:
         @property  # type: ignore[misc]
         def __class__(self):  # isinstance(x, torch.Tensor) holds for array values
             value = self.tracer.values.get(self.node)
-            if is_array(value):
+            if is_array(value) or isinstance(value, _masked.MaskedRows):
                 return torch.Tensor
             if isinstance(value, tuple):  # torch.max(x, dim=0) is a tuple (of proxies)
                 return type(value)
@@ -217,6 +218,9 @@ def _make_tracer_class() -> type:
                 return len(v)
             if is_array(v) and v.ndim:
                 return int(v.shape[0])
+            if isinstance(v, _masked.MaskedRows):
+                raise ValueError(_masked.unsupported("len()", user_frame(
+                    self.node.meta.get("stack_trace")), v.origin))
             raise _error(self.node, f"len() of a {type(v).__name__}")
 
     class _Tracer(fx.Tracer):
@@ -248,6 +252,8 @@ def _make_tracer_class() -> type:
                 self.values[node] = self.inputs.pop(0)
                 return proxy
             result = self.values[node] = self.evaluate(node)
+            if isinstance(result, _masked.MaskedRows) and result.origin is None:
+                result.origin = user_frame(node.meta.get("stack_trace"))  # x[mask] under jit
             if _mutates(kind, target) and node.args and isinstance(node.args[0], fx.Node):
                 # x.add_(y), x[i] = v: later uses of x see the new value
                 self._rebind(node.args[0], result, node)
@@ -304,6 +310,8 @@ def _make_tracer_class() -> type:
 
             args = fx.node.map_arg(node.args, value)
             kwargs = fx.node.map_arg(node.kwargs, value)
+            if _masked.holds(args, kwargs):  # rows of x[mask] under jit: row-wise or an error
+                return self._masked(node, args, kwargs)
             if node.op == "get_attr":
                 if node.target in self.arrays:
                     return self.arrays[node.target]
@@ -343,6 +351,15 @@ def _make_tracer_class() -> type:
             elif home in ("_operator", "operator"):  # x[batch], x + batch; not out[3]
                 args = tuple(ids_of(a) for a in args)
             return _call(impl, args, kwargs, node)
+
+        def _masked(self, node: Any, args: tuple, kwargs: dict) -> Any:
+            op, target = node.op, node.target
+            impl = (self.submodules.get(target) if op == "call_module" else
+                    self.program.methods.get(target) if op == "call_method" else
+                    self.table.by_id.get(id(target)))
+            module = self.root.get_submodule(target) if op == "call_module" else None
+            return _masked.evaluate(node, impl, args, kwargs,
+                                    user_frame(node.meta.get("stack_trace")), module)
 
         # -- Python protocols on proxies
         def to_bool(self, obj: Any) -> bool:
@@ -466,7 +483,9 @@ def trace_with(program: _Program, arrays: dict, submodules: dict, args: tuple,
     with (patches(tracer) if patches is not None else contextlib.nullcontext()):
         graph = tracer.trace(root)
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
-    return _plain(fx.node.map_arg(output.args[0], lambda n: tracer.values[n]))
+    out = _plain(fx.node.map_arg(output.args[0], lambda n: tracer.values[n]))
+    _masked.check_output(out)
+    return out
 
 
 def _plain(out: Any) -> Any:
