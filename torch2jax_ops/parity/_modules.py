@@ -84,6 +84,10 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
         the modules of :mod:`torch2jax_ops.nn` / :mod:`torch2jax_ops.geometric.nn`).
       *args, **kwargs: the inputs, as torch tensors (or trees of them) and
         plain values; non-array values (``num_graphs``) are static under jit.
+        A torch sparse COO / CSR / CSC tensor (an ``adj_t``) reaches the port
+        as its ``BCOO`` / ``BCSR`` (``to_jax``); it is differentiated only when
+        it requires grad, and then by its stored values: ``grad args[i]`` is
+        ``[nnz]``, torch's gradient read at the input's entries.
       grad: compare gradients w.r.t. every parameter (by name) and, with
         ``grad_inputs``, every floating input tensor in ``args``.
       rtol, atol, seed, normwise: as in :func:`compare`.
