@@ -191,7 +191,8 @@ def compare_arrays(expected: Any, actual: Any, path: str = "output", kind: str =
 # ------------------------------------------------------------------------------ trees
 
 def _is_tensor(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "shape")
+    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "shape")\
+        and not _is_sparse_tensor(x)
 
 
 def _flatten_torch(tree: Any, prefix: str = "") -> list:
@@ -219,9 +220,14 @@ def _flatten_jax(tree: Any) -> list:
     return jax.tree_util.tree_leaves(tree)
 
 
+def _is_sparse_tensor(x: Any) -> bool:
+    """A ``torch_sparse.SparseTensor`` (converted by ``to_jax``, never differentiated)."""
+    return type(x).__name__ == "SparseTensor" and type(x).__module__.startswith("torch_sparse")
+
+
 def _convert_arg(x: Any) -> Any:
     """torch tensor -> JAX array (int64 downcast checked when 64-bit mode is off)."""
-    if _is_tensor(x):
+    if _is_tensor(x) or _is_sparse_tensor(x):
         return dlpack.to_jax(x, allow_downcast=True)
     if isinstance(x, (tuple, list)):
         return type(x)(_convert_arg(v) for v in x)
@@ -574,6 +580,10 @@ REFERENCE_DTYPES = ("float16", "bfloat16", "float32")
 
 def _to_float64(tree: Any) -> Any:
     """Every floating tensor of an argument tree as float64 (detached); the rest as it is."""
+    if _is_sparse_tensor(tree):  # its values cast up (none stay none)
+        value = tree.storage.value()
+        return tree if value is None or not value.is_floating_point() else \
+            tree.set_value(value.detach().double(), layout="coo")
     if _is_tensor(tree):
         return tree.detach().double() if tree.is_floating_point() else tree
     if isinstance(tree, dict):
