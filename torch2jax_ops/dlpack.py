@@ -202,7 +202,10 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
         tensor is detached. A sparse COO / CSR / CSC tensor (CSR and CSC
         2-D, with dense dims) gives a ``jax.experimental.sparse`` ``BCOO`` /
         ``BCSR`` / ``BCOO``: values shared as a dense tensor's are, indices
-        int32 copies (int64, shared, in 64-bit mode).
+        int32 copies (int64, shared, in 64-bit mode). A
+        ``torch_sparse.SparseTensor`` gives a
+        :class:`torch2jax_ops.geometric.SparseTensor` (row, col, value or
+        None, sparse_sizes; the layers read it with PyG's SparseTensor rules).
       copy: ``None`` shares when possible and copies otherwise; ``True`` always
         returns an independent copy; ``False`` shares or raises ValueError
         saying why it cannot.
@@ -224,13 +227,14 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
     import torch
 
     if not isinstance(tensor, torch.Tensor):
-        if type(tensor).__module__.startswith("torch_sparse"):
-            raise TypeError(
-                f"to_jax: got a torch_sparse.{type(tensor).__name__}; convert it with "
-                f"adj_t.to_torch_sparse_csr_tensor() first (to_jax then gives a BCSR). "
-                f"Mind the values: on a SparseTensor PyG's SAGEConv / GINConv ignore them "
-                f"and GCNConv replaces its diagonal, on a torch sparse tensor they use them "
-                f"(migration_guide/hetero.md, Pitfalls)")
+        if type(tensor).__module__.startswith("torch_sparse") and \
+                type(tensor).__name__ == "SparseTensor":
+            # PyG's layers read a SparseTensor by rules of their own (values dropped,
+            # diagonal replaced): a type of its own keeps them apart from a BCSR's
+            from .geometric._sparse_tensor import from_torch_sparse
+            return from_torch_sparse(tensor, lambda t: to_jax(
+                t if t.is_floating_point() else t.contiguous(), copy=copy,
+                allow_downcast=allow_downcast or not t.is_floating_point(), device=device))
         hint = (" (it is already a JAX array)" if isinstance(tensor, jax.Array) else
                 "; for NumPy arrays and Python numbers use jnp.asarray")
         raise TypeError(f"to_jax: expected a torch.Tensor, got {type(tensor).__name__}{hint}")

@@ -19,6 +19,7 @@ from . import _table_torch  # noqa: F401  (the fx table's entries for torch2jax_
 from . import data, loader
 from .._batch_vector import BatchVector
 from ._edge_index import EdgeIndex
+from ._sparse_tensor import SparseTensor
 from ._norm import gcn_norm, gcn_norm_static
 from ._padding import BucketLadder, PaddedGraph, pad_graph, pad_to_bucket
 from ._pool import global_add_pool, global_max_pool, global_mean_pool
@@ -44,6 +45,7 @@ __all__ = [
     "k_hop_subgraph_static", "dropout_edge", "dropout_edge_static", "dropout_node",
     "dropout_node_static", "negative_sampling", "negative_sampling_static", "to_dense_adj",
     "EdgeIndex", "BatchVector",
+    "SparseTensor",
 ]
 __all__ += ["segment_matmul"]
 

@@ -61,6 +61,11 @@ def edge_array(edge_index: Any, num_nodes: Optional[int] = None,
     whose ids lie in ``[0, num_nodes]``."""
     if isinstance(edge_index, EdgeIndex):
         edge_index = edge_index.index
+    elif type(edge_index).__name__ == "SparseTensor" and hasattr(edge_index, "sparse_sizes"):
+        raise TypeError(
+            f"{op}: `{name}` is a SparseTensor; this op takes an edge list [2, num_edges] "
+            f"(for PyG's adj_t: jnp.stack([adj_t.col, adj_t.row])) or, in the layers that "
+            f"take one, a sparse adj_t")
     elif is_sparse_matrix(edge_index):
         raise TypeError(
             f"{op}: `{name}` is a sparse matrix ({type(edge_index).__name__}); this op takes an "

@@ -326,6 +326,10 @@ def _make_tracer_class() -> type:
                                        f"has no port")
                 return _call(module, args, kwargs, node)
             if node.op == "call_method":
+                # a JAX object that answers torch's methods itself (geometric.SparseTensor:
+                # adj.t(), adj.set_value(...)) lists them in _TORCH_METHODS
+                if args and node.target in getattr(type(args[0]), "_TORCH_METHODS", ()):
+                    return _call(getattr(args[0], node.target), args[1:], kwargs, node)
                 impl = self.program.methods.get(node.target)
                 if impl is None:
                     raise _error(node, f"{self.program.name}: no JAX mapping for the tensor "

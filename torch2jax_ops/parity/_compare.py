@@ -191,7 +191,8 @@ def compare_arrays(expected: Any, actual: Any, path: str = "output", kind: str =
 # ------------------------------------------------------------------------------ trees
 
 def _is_tensor(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "shape")
+    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "shape")\
+        and not _is_sparse_tensor(x)
 
 
 def _flatten_torch(tree: Any, prefix: str = "") -> list:
@@ -219,11 +220,16 @@ def _flatten_jax(tree: Any) -> list:
     return jax.tree_util.tree_leaves(tree)
 
 
+def _is_sparse_tensor(x: Any) -> bool:
+    """A ``torch_sparse.SparseTensor`` (converted by ``to_jax``, never differentiated)."""
+    return type(x).__name__ == "SparseTensor" and type(x).__module__.startswith("torch_sparse")
+
+
 def _convert_arg(x: Any) -> Any:
     """torch tensor -> JAX array (int64 downcast checked when 64-bit mode is off); a PyG
     ``Data`` / ``Batch`` -> an unpadded :class:`~torch2jax_ops.geometric.PaddedGraph`
     (``from_pyg``: exact counts, so its ``batch`` carries PyG's graph count)."""
-    if _is_tensor(x):
+    if _is_tensor(x) or _is_sparse_tensor(x):
         return dlpack.to_jax(x, allow_downcast=True)
     if _is_pyg_data(x):
         from ..geometric.data import from_pyg
@@ -301,6 +307,49 @@ def _tensor_paths(tree: Any, prefix: str = "", is_leaf: Callable = _is_tensor) -
     return []
 
 
+def _is_jax_input(x: Any) -> bool:
+    """A converted input leaf: an array, or a sparse ``BCOO`` / ``BCSR`` (one leaf)."""
+    from jax.experimental import sparse as jsparse
+
+    return isinstance(x, (jax.Array, jsparse.JAXSparse))
+
+
+def _sparse_data(x: Any) -> Any:
+    """What is differentiated for a converted input: the array, or a sparse input's values."""
+    from jax.experimental import sparse as jsparse
+
+    return x.data if isinstance(x, jsparse.JAXSparse) else x
+
+
+def _with_data(x: Any) -> Callable[[Any], Any]:
+    """``values -> x`` with those values: the array itself, or the sparse input rebuilt."""
+    from jax.experimental import sparse as jsparse
+
+    if not isinstance(x, jsparse.JAXSparse):
+        return lambda v: v
+    leaves, treedef = jax.tree_util.tree_flatten(x)  # BCOO: (data, indices); BCSR: + indptr
+    return lambda v: jax.tree_util.tree_unflatten(treedef, [v, *leaves[1:]])
+
+
+def _entry_values(leaf: Any, grad: Any) -> Any:
+    """torch's gradient of a sparse input, read at the input's stored entries ``[nnz, ...]``
+    (its storage order, duplicates each read), the layout of JAX's gradient of its values;
+    a strided input's gradient as it is."""
+    import torch
+
+    if leaf.layout == torch.strided:
+        return grad
+    dense = grad.to_dense()
+    if leaf.layout == torch.sparse_coo:
+        return dense[tuple(leaf._indices())]
+    if leaf.layout == torch.sparse_csr:
+        pointers, minor = leaf.crow_indices(), leaf.col_indices()
+    else:  # CSC: pointers over columns
+        pointers, minor = leaf.ccol_indices(), leaf.row_indices()
+    major = torch.repeat_interleave(torch.arange(len(pointers) - 1), pointers[1:] - pointers[:-1])
+    return dense[major, minor] if leaf.layout == torch.sparse_csr else dense[minor, major]
+
+
 def _replace(tree: Any, prefix: str, values: dict) -> Any:
     if prefix in values:
         return values[prefix]
@@ -350,7 +399,10 @@ def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
       torch_fn, jax_fn: the original and the port; they return a tensor/array
         or a (nested) tuple/list/dict of them, with the same structure.
       *args, **kwargs: torch tensors (or trees of them) and plain values; the
-        JAX side gets the same values as JAX arrays (zero-copy via DLPack).
+        JAX side gets the same values as JAX arrays (zero-copy via DLPack). A
+        torch sparse tensor arrives as a ``BCOO`` / ``BCSR`` and is
+        differentiated only when it requires grad, by its stored values
+        (``[nnz]``: torch's gradient read at the input's entries).
       grad: also compare gradients w.r.t. every floating input tensor.
       rtol, atol: override the dtype's default tolerances (both sides).
       seed: seeds the random cotangent.
@@ -381,8 +433,12 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
     _check_inputs(label, args, kwargs)
     arg_tensors = _tensor_paths(list(args))
     positions = set(range(len(args))) if grad_wrt is None else set(grad_wrt)
+    # a sparse input (a torch sparse COO / CSR / CSC adjacency; the JAX side gets a BCOO /
+    # BCSR) is differentiated only when it requires grad, and then by its stored values:
+    # torch's gradient read at the input's entries, JAX's gradient of the BCOO / BCSR data
     wrt = [(p, t) for p, t in arg_tensors
-           if grad and t.is_floating_point() and int(p[1:].split("]")[0]) in positions]
+           if grad and t.is_floating_point() and int(p[1:].split("]")[0]) in positions
+           and (t.layout == torch.strided or t.requires_grad)]
 
     # torch side: differentiable leaves are fresh clones that require grad.
     leaves = {p: t.detach().clone().requires_grad_(True) for p, t in wrt}
@@ -397,11 +453,12 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
     # JAX side: same values, converted once.
     jax_args = _convert_arg(list(args))
     jax_kwargs = _convert_arg(dict(kwargs))
-    converted = dict(_tensor_paths(jax_args, is_leaf=lambda x: isinstance(x, jax.Array)))
-    wrt_values = [converted[p] for p, _ in wrt]
+    converted = dict(_tensor_paths(jax_args, is_leaf=_is_jax_input))
+    wrt_values = [_sparse_data(converted[p]) for p, _ in wrt]
+    rebuild = {p: _with_data(converted[p]) for p, _ in wrt}
 
     def run_jax(*diff):
-        call_args = _replace(jax_args, "", {p: v for (p, _), v in zip(wrt, diff)})
+        call_args = _replace(jax_args, "", {p: rebuild[p](v) for (p, _), v in zip(wrt, diff)})
         return jax_fn(*call_args, **jax_kwargs)
 
     values: dict = {}  # leaf path -> (torch value, JAX value): for the float64 check
@@ -477,8 +534,11 @@ def _fused_results(torch_flat, jax_fn, jax_args, jax_kwargs, wrt, wrt_values, le
     paths = [p for p, _ in wrt]
 
     def step(diff, args, kwargs, cots):
+        inputs = dict(_tensor_paths(args, is_leaf=_is_jax_input))
+
         def run(*values):
-            return jax_fn(*_replace(args, "", dict(zip(paths, values))), **kwargs)
+            return jax_fn(*_replace(args, "", {p: _with_data(inputs[p])(v)
+                                               for p, v in zip(paths, values)}), **kwargs)
 
         out, pullback = jax.vjp(run, *diff)
         flat, treedef = jax.tree_util.tree_flatten(out)
@@ -539,7 +599,7 @@ def _torch_grads(torch_flat, wrt, leaves, seed, torch) -> tuple:
             [torch.as_tensor(c).to(o.dtype) for o, c in diff_outs], allow_unused=True)
     else:
         torch_grads = [None] * len(wrt)
-    torch_grads = [torch.zeros_like(leaves[p]) if g is None else g
+    torch_grads = [_entry_values(leaves[p], torch.zeros_like(leaves[p]) if g is None else g)
                    for (p, _), g in zip(wrt, torch_grads)]
     return float_outs, cotangents, torch_grads
 
@@ -578,6 +638,10 @@ REFERENCE_DTYPES = ("float16", "bfloat16", "float32")
 
 def _to_float64(tree: Any) -> Any:
     """Every floating tensor of an argument tree as float64 (detached); the rest as it is."""
+    if _is_sparse_tensor(tree):  # its values cast up (none stay none)
+        value = tree.storage.value()
+        return tree if value is None or not value.is_floating_point() else \
+            tree.set_value(value.detach().double(), layout="coo")
     if _is_tensor(tree):
         return tree.detach().double() if tree.is_floating_point() else tree
     if isinstance(tree, dict):

@@ -88,6 +88,10 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
         A PyG ``Data`` / ``Batch`` (a ``forward(self, data)`` model) reaches
         the port as ``from_pyg(data)``: a ``PaddedGraph`` with PyG's exact
         counts.
+        A torch sparse COO / CSR / CSC tensor (an ``adj_t``) reaches the port
+        as its ``BCOO`` / ``BCSR`` (``to_jax``); it is differentiated only when
+        it requires grad, and then by its stored values: ``grad args[i]`` is
+        ``[nnz]``, torch's gradient read at the input's entries.
       grad: compare gradients w.r.t. every parameter (by name) and, with
         ``grad_inputs``, every floating input tensor in ``args``.
       rtol, atol, seed, normwise: as in :func:`compare`.

@@ -23,11 +23,24 @@ from ...nn import Converter
 from .._adjacency import Adjacency, adjacency
 from .._edge_index import EdgeIndex
 from .._edges import aggregate, edge_array, gather, is_sparse_matrix, targets_sorted
+from .._sparse_tensor import SparseTensor, layer_matrix
 from ._message_passing import FUSE_AGGRS
 
 __all__ = ["NodeFeatures", "typed_rows", "pair", "checked_edges", "edge_values", "weighted", "check_flow",
            "check_aggr", "Graph", "graph_input", "FUSED_AGGRS", "spmm_adjacency",
-           "refuse_sparse"]
+           "refuse_sparse", "sparse_tensor_input", "SPARSE_TENSOR_LAYERS"]
+
+#: the layer ports that take a :class:`~torch2jax_ops.geometric.SparseTensor` ``adj_t``
+SPARSE_TENSOR_LAYERS = ("GCNConv", "GINConv", "SAGEConv", "GraphConv")
+
+
+def sparse_tensor_input(edge_index: Any, rule: str, dtype: Any, *, op: str) -> Any:
+    """A SparseTensor ``adj_t`` as the BCSR the layer's PyG SparseTensor branch reads
+    (:func:`~torch2jax_ops.geometric._sparse_tensor.layer_matrix`'s ``rule``); any other
+    graph argument as it is."""
+    if isinstance(edge_index, SparseTensor):
+        return layer_matrix(edge_index, rule, dtype=dtype, op=op)
+    return edge_index
 
 #: PyG's ``FUSE_AGGRS``: the reductions its ``message_and_aggregate`` (``spmm``) serves
 FUSED_AGGRS = FUSE_AGGRS
@@ -91,6 +104,12 @@ def graph_input(edge_index: Any, x_src: jax.Array, x_dst: Optional[jax.Array], *
       the :class:`Adjacency` of a sparse input, and whether the targets are sorted
       (an ``EdgeIndex`` with ``sort_order="col"``, a CSR or sorted COO ``adj_t``).
     """
+    if isinstance(edge_index, SparseTensor):
+        raise TypeError(
+            f"{op}: `{name}` is a SparseTensor (torch_sparse's, from to_jax); this port takes "
+            f"it in {', '.join(SPARSE_TENSOR_LAYERS)} only, whose PyG rules for its values are "
+            f"known here. Pass adj_t.to_bcsr() (a torch sparse CSR's rules: values used) if "
+            f"PyG's layer treats a SparseTensor and a torch sparse tensor alike, or the edge list")
     one = x_dst is x_src
     src_name, dst_name = names or (("x", "x") if one else ("x[0]", "x[1]"))
     if is_sparse_matrix(edge_index):

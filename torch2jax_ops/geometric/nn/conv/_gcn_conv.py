@@ -13,7 +13,14 @@ from ....nn._convert import state_arrays
 from ..._adjacency import Adjacency, gcn_norm_sparse
 from ..._edges import aggregate, gather, is_sparse_matrix
 from ..._norm import gcn_norm_static
-from .._common import check_flow, edge_values, graph_input, spmm_adjacency, weighted
+from .._common import (
+    check_flow,
+    edge_values,
+    graph_input,
+    sparse_tensor_input,
+    spmm_adjacency,
+    weighted,
+)
 
 __all__ = ['GCNConv']
 
@@ -47,6 +54,10 @@ class GCNConv(eqx.Module):
     def __call__(self, x, edge_index, edge_weight=None):
         op = "GCNConv"
         x = as_array(x, "x", op=op)
+        # a SparseTensor adj_t: gcn_norm's fill_diag replaces the stored diagonal
+        edge_index = sparse_tensor_input(
+            edge_index, "gcn_loops" if self.normalize and self.add_self_loops else "values",
+            x.dtype, op=op)
         if is_sparse_matrix(edge_index):
             out = self._sparse(x, edge_index, op)
             return out if self.bias is None else out + self.bias

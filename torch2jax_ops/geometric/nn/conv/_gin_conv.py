@@ -9,7 +9,14 @@ import jax
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather, gather_aggregate
-from .._common import check_flow, edge_values, graph_input, pair, spmm_adjacency
+from .._common import (
+    check_flow,
+    edge_values,
+    graph_input,
+    pair,
+    sparse_tensor_input,
+    spmm_adjacency,
+)
 
 __all__ = ['GINConv', 'GINEConv']
 
@@ -41,6 +48,8 @@ class GINConv(eqx.Module):
     def __call__(self, x, edge_index):
         op = "GINConv"
         x_src, x_dst = pair(x, op=op)
+        # a SparseTensor adj_t: PyG's rules for it (values dropped)
+        edge_index = sparse_tensor_input(edge_index, "ones", x_src.dtype, op=op)
         graph = graph_input(edge_index, x_src, x_dst, op=op)
         if graph.adj is not None:  # PyG's message_and_aggregate: spmm(adj_t, x[0], "add")
             return self._combine(spmm_adjacency(graph.adj, x_src, "sum", op=op), x_dst)

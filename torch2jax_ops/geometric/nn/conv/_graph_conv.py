@@ -17,6 +17,7 @@ from .._common import (
     edge_values,
     graph_input,
     pair,
+    sparse_tensor_input,
     spmm_adjacency,
     weighted,
 )
@@ -50,6 +51,8 @@ class GraphConv(eqx.Module):
     def __call__(self, x, edge_index, edge_weight=None):
         op = "GraphConv"
         x_src, x_dst = pair(x, op=op)
+        # a SparseTensor adj_t: PyG's rules for it (values used, ones without)
+        edge_index = sparse_tensor_input(edge_index, "values", x_src.dtype, op=op)
         graph = graph_input(edge_index, x_src, x_dst, op=op)
         if self.aggr_module is None and self.aggr in LINEAR_AGGRS:
             return self._parts(x_src, x_dst, graph, edge_weight).value()

@@ -10,7 +10,16 @@ import jax.numpy as jnp
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import gather_aggregate, gather_rows
-from .._common import FUSED_AGGRS, Graph, check_aggr, check_flow, graph_input, pair, spmm_adjacency
+from .._common import (
+    FUSED_AGGRS,
+    Graph,
+    check_aggr,
+    check_flow,
+    graph_input,
+    pair,
+    sparse_tensor_input,
+    spmm_adjacency,
+)
 from .._linear_parts import LINEAR_AGGRS, LinearParts
 
 __all__ = ['SAGEConv']
@@ -43,6 +52,8 @@ class SAGEConv(eqx.Module):
     def __call__(self, x, edge_index):
         op = "SAGEConv"
         x_src, x_dst = pair(x, op=op)
+        # a SparseTensor adj_t: PyG's rules for it (values dropped)
+        edge_index = sparse_tensor_input(edge_index, "ones", x_src.dtype, op=op)
         graph = graph_input(edge_index, x_src, x_dst, op=op)
         parts = self._parts(x_src, x_dst, graph)
         if parts is not None:

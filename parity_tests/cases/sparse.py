@@ -1,0 +1,97 @@
+"""Section "sparse": PyG layers on a torch_sparse.SparseTensor adj_t (to_jax gives a
+torch2jax_ops.geometric.SparseTensor): values absent / present, repeated and diagonal
+entries, an empty matrix, float32 / float64, forward and gradients; and a user model in
+PyG's EGConv-example style (adj.set_value(...), conv(x, adj.t()) inside the forward)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from torch2jax_ops.parity._suite import Case, register
+
+DTYPES = ("float32", "float64")
+
+
+def _graph(name: str, dtype: str) -> tuple:
+    """(x [6, 4], row, col, weights): ``dupes`` repeats (1, 2) and (3, 3) and stores loops."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(3)
+    torch_dtype = getattr(torch, dtype)
+    x = torch.tensor(rng.standard_normal((6, 4)), dtype=torch_dtype)
+    if name == "empty":
+        row = col = torch.zeros(0, dtype=torch.long)
+    else:
+        row = torch.tensor([0, 1, 1, 2, 3, 3, 3, 4, 5, 5, 0, 2])
+        col = torch.tensor([1, 2, 2, 0, 3, 3, 4, 5, 0, 5, 0, 3])
+    w = torch.tensor(rng.uniform(0.5, 2.0, len(row)), dtype=torch_dtype)
+    return x, row, col, w
+
+
+def layers() -> dict:
+    import torch
+    from torch_geometric import nn as gnn
+
+    return {
+        "GCNConv": lambda: gnn.GCNConv(4, 3),
+        "GCNConv-improved": lambda: gnn.GCNConv(4, 3, improved=True),
+        "GCNConv-no_loops": lambda: gnn.GCNConv(4, 3, add_self_loops=False),
+        "GCNConv-no_norm": lambda: gnn.GCNConv(4, 3, normalize=False),
+        "GINConv": lambda: gnn.GINConv(torch.nn.Linear(4, 3), train_eps=True),
+        "SAGEConv": lambda: gnn.SAGEConv(4, 3),
+        "SAGEConv-max": lambda: gnn.SAGEConv(4, 3, aggr="max"),
+        "GraphConv": lambda: gnn.GraphConv(4, 3),
+        "GraphConv-mean": lambda: gnn.GraphConv(4, 3, aggr="mean"),
+    }
+
+
+def user_model():
+    """EGConv-example style: the adjacency's values set in the forward, convs on adj.t()."""
+    import torch
+    from torch_geometric import nn as gnn
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = gnn.GCNConv(4, 8)
+            self.conv2 = gnn.GraphConv(8, 8)
+            self.conv3 = gnn.GINConv(torch.nn.Linear(8, 3))
+
+        def forward(self, x, adj, w):
+            a = adj.set_value(None)  # a structure-only adjacency (ones)
+            h = self.conv1(x, a.t()).relu()
+            h = self.conv2(h, adj.set_value(w, layout="coo").t()).relu()
+            return self.conv3(h, adj.fill_value(2.0).t())
+
+    return Net()
+
+
+def _build(label: str, dtype: str, graph: str, values: bool):
+    import torch
+    from torch_sparse import SparseTensor
+
+    from torch2jax_ops.nn import from_torch
+
+    torch.manual_seed(0)
+    x, row, col, w = _graph(graph, dtype)
+    adj = SparseTensor(row=row, col=col, value=w if values else None, sparse_sizes=(6, 6))
+    if label == "user_model":
+        model = user_model().to(getattr(torch, dtype)).eval()
+        return model, from_torch(model, copy=True), (x, adj, w), {}, {}
+    layer = layers()[label]().to(getattr(torch, dtype)).eval()
+    return layer, from_torch(layer, copy=True), (x, adj.t()), {}, {}
+
+
+@register("sparse")
+def sparse_tensor_cases() -> Iterable[Case]:
+    for label in (*layers(), "user_model"):
+        for dtype in DTYPES:
+            for graph in ("dupes", "empty"):
+                for values in (False, True):
+                    if label == "user_model" and values:
+                        continue  # it sets the values itself
+                    def build(label=label, dtype=dtype, graph=graph, values=values):
+                        return _build(label, dtype, graph, values)
+                    tag = "values" if values else "no_values"
+                    yield Case("sparse", f"SparseTensor-{label.split('-')[0]}", dtype,
+                               f"{label}/{graph}/{tag}", build)
