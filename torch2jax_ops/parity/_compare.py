@@ -251,12 +251,14 @@ def _is_pyg_data(x: Any) -> bool:
 
 
 def _is_index(x: Any) -> bool:
-    return isinstance(x, jax.Array) and not jnp.issubdtype(x.dtype, jnp.inexact)
+    """An integer array (edge_index, batch); bool masks stay traced (masked rows have a
+    static form of their own)."""
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.integer)
 
 
 def jit_with_constant_indices(fn: Callable) -> Callable:
-    """``equinox.filter_jit(fn)``, except that integer and bool arrays among the arguments
-    are compile-time constants, not traced.
+    """``equinox.filter_jit(fn)``, except that integer arrays among the arguments are
+    compile-time constants, not traced.
 
     What the parity tools run: torch reads sizes off its index tensors (``batch.max() + 1``
     graphs, ``edge_index.max() + 1`` nodes), and a port compared with it must read the same

@@ -96,8 +96,8 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
         ``grad_inputs``, every floating input tensor in ``args``.
       rtol, atol, seed, normwise: as in :func:`compare`.
       jit: run the JAX side under ``equinox.filter_jit`` (default), as it will
-        be used; ``False`` runs it eagerly (easier to debug). Integer and bool
-        inputs (``edge_index``, ``batch``, masks) are compile-time constants,
+        be used; ``False`` runs it eagerly (easier to debug). Integer inputs
+        (``edge_index``, ``batch``) are compile-time constants,
         so sizes the torch model reads off them (``batch.max() + 1``) are read
         the same way; floating inputs and parameters are traced.
       precision: as in :func:`compare` (``"highest"``: no TF32 on either side).
