@@ -693,3 +693,22 @@ def test_edge_index_errors():
     with pytest.raises(ValueError, match=r"`edge_index` is an EdgeIndex with sparse_size "
                                          r"\(5, 5\).*6 rows"):
         sage(to_jax(features("float32")), ei)
+
+
+def test_egconv_on_a_sparse_adj_t_is_refused_not_wrong():
+    """EGConv's forward normalises a torch sparse adj_t in a branch the trace does not take;
+    the port computed un-normalised sums (output off by 2.5) without an error. It refuses."""
+    from torch2jax_ops.nn import UnsupportedModuleError
+
+    torch.manual_seed(0)
+    layer = pnn.EGConv(4, 4, aggregators=["symnorm"], num_heads=2, num_bases=2).eval()
+    port = from_torch(layer)
+    adj = torch.sparse_coo_tensor(torch.tensor([ROWS, COLS]), torch.tensor(VALUES),
+                                  (N, N)).to_sparse_csr()
+    x = torch.randn(N, 4)
+    with pytest.raises(UnsupportedModuleError, match="EGConv with a sparse adj_t is not ported"):
+        port(to_jax(x), to_jax(adj))
+    edge_index = torch.tensor([COLS, ROWS])
+    expected = layer(x, edge_index).detach().numpy()
+    np.testing.assert_allclose(np.asarray(port(to_jax(x), to_jax(edge_index, allow_downcast=True))),
+                               expected, rtol=1e-5, atol=1e-5)

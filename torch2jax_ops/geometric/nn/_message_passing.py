@@ -357,6 +357,10 @@ def _pyg_default(module: Any, name: str) -> bool:
     return getattr(type(module), name) is getattr(PyGMessagePassing, name)
 
 
+#: PyG layers whose traced forward would silently differ on a sparse adj_t (refused)
+_SPARSE_REFUSED = frozenset({"EGConv"})
+
+
 def _traced_propagate(tracer: Any, module: Any, op: str) -> Callable:
     """``module.propagate`` while its forward is traced: the protocol on proxies."""
     import torch.fx as fx
@@ -378,6 +382,14 @@ def _traced_propagate(tracer: Any, module: Any, op: str) -> Callable:
         if is_sparse_matrix(ei):
             if module.flow != "source_to_target":
                 raise ValueError(f"{op}: {_SPARSE_FLOW}")
+            if type(module).__name__ in _SPARSE_REFUSED:
+                # its forward normalises a sparse adj_t in a branch the trace does not take
+                # (isinstance(adj_t, Tensor)): the numbers would differ without an error
+                raise UnsupportedModuleError(
+                    f"{op}: {type(module).__name__} with a sparse adj_t is not ported (its "
+                    f"forward's normalisation of a sparse matrix does not trace); pass the "
+                    f"edge_index [2, E] (torch2jax_ops.geometric.utils.to_edge_index(adj_t) "
+                    f"flipped: edge_index[::-1])")
             size = (int(ei.shape[1]), int(ei.shape[0]))  # PyG: the matrix's shape
             edges = proxy_call(adjacency_edges, edge_index)
             extra = {"adj_t": edge_index, "values": proxy_call(adjacency_values, edge_index)}
