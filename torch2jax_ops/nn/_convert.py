@@ -111,6 +111,13 @@ class Converter:
             raise self.unsupported(module, f"it has torch hooks ({', '.join(torch_hooks)}); "
                                            f"a port cannot run them: remove them before "
                                            f"from_torch, or port what they do in the model")
+        if getattr(module, "_explain", None) is True:
+            raise self.unsupported(
+                module, "explain mode is on (torch_geometric.explain's set_masks, which "
+                        "Explainer and to_captum_model(..., mask_type='edge') call): PyG "
+                        "multiplies every message by its edge mask, which a port does not "
+                        "compute. Call torch_geometric.explain.algorithm.utils.clear_masks("
+                        "model) before from_torch, or run the explanation in torch")
         fn = converter_for(type(module))
         if fn is not None and any(getattr(module, h, None) for h in _FAMILY_HOOKS):
             fn = family_converter_for(type(module))

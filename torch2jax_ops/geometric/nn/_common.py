@@ -24,7 +24,7 @@ from .._adjacency import Adjacency, adjacency
 from .._edge_index import EdgeIndex
 from .._edges import aggregate, edge_array, gather, is_sparse_matrix, targets_sorted
 from .._sparse_tensor import SparseTensor, layer_matrix
-from ._message_passing import FUSE_AGGRS
+from ._message_passing import FUSE_AGGRS, EdgeListAggr, effective_aggr
 
 __all__ = ["NodeFeatures", "typed_rows", "pair", "checked_edges", "edge_values", "weighted", "check_flow",
            "check_aggr", "Graph", "graph_input", "FUSED_AGGRS", "spmm_adjacency",
@@ -150,6 +150,12 @@ def spmm_adjacency(adj: Adjacency, x: jax.Array, reduce: str, *, op: str) -> jax
     """
     from .._spmm import spmm
 
+    if isinstance(reduce, EdgeListAggr):
+        raise ValueError(
+            f"{op}: this layer's `.aggr` was set to {reduce.assigned!r} after construction; "
+            f"PyG aggregates an edge list with the module it built ({reduce!r}) but a sparse "
+            f"adj_t with `.aggr`, and the port follows the edge list: pass edge_index, or "
+            f"build the layer with aggr={reduce.assigned!r}")
     if reduce in ("add", "sum"):
         src, dst = adj.edge_index[0], adj.edge_index[1]
         messages = weighted(gather(x, src), adj.values.astype(x.dtype))
@@ -202,11 +208,13 @@ def check_aggr(m: Any, ctx: Converter, allowed: tuple = REDUCTIONS, *,
     class has a converter (:mod:`torch2jax_ops.geometric.nn.aggr`) is returned
     converted, as the layer's ``aggr_module`` (its arrays keep PyG's
     ``aggr_module.*`` names); the port calls it as
-    ``aggr_module(messages, index, dim_size=N, dim=node_dim)``.
+    ``aggr_module(messages, index, dim_size=N, dim=node_dim)``. The aggregation is
+    PyG's effective one (:func:`effective_aggr`: the module built in ``__init__``).
     """
-    aggr = m.aggr
+    aggr = effective_aggr(m)
     if isinstance(aggr, str) and aggr in allowed:
         return aggr
+    aggr = m.aggr if aggr is None else aggr
     module = getattr(m, "aggr_module", None)
     if modules and module is not None:
         from ...nn._registry import converter_for

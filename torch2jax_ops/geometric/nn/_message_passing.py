@@ -357,6 +357,45 @@ def _pyg_default(module: Any, name: str) -> bool:
     return getattr(type(module), name) is getattr(PyGMessagePassing, name)
 
 
+#: PyG's basic aggregation classes -> the reduction names that mean them
+_BASIC_AGGRS = {"SumAggregation": ("add", "sum"), "MeanAggregation": ("mean",),
+                "MaxAggregation": ("max",), "MinAggregation": ("min",),
+                "MulAggregation": ("mul",)}
+
+
+class EdgeListAggr(str):
+    """The reduction a layer's ``aggr_module`` computes, where ``.aggr`` was changed after
+    construction (``conv.aggr = 'mean'``, a ``set_aggr`` helper). PyG's ``propagate`` over an
+    edge list calls the ``aggr_module`` it built (so the change does nothing there), while
+    its fused sparse path (``spmm(adj_t, x, reduce=self.aggr)``) reads ``.aggr``; the port
+    follows the edge-list rule and refuses a sparse ``adj_t`` (:func:`spmm_adjacency`)."""
+    assigned: str = ""
+
+
+def effective_aggr(m: Any) -> Any:
+    """What PyG's ``propagate`` aggregates with over an edge list: the class of the
+    ``aggr_module`` built in ``__init__``, not the ``.aggr`` attribute (which a model may
+    reassign afterwards without effect there).
+
+    Returns ``m.aggr`` when the two agree (or there is no module), an
+    :class:`EdgeListAggr` naming the module's reduction when a basic module and
+    ``.aggr`` disagree, and None when the module is not a basic reduction but
+    ``.aggr`` names one (the module decides: convert it).
+    """
+    aggr = m.aggr
+    module = getattr(m, "aggr_module", None)
+    if module is None or not type(module).__module__.startswith("torch_geometric.nn.aggr"):
+        return aggr
+    names = _BASIC_AGGRS.get(type(module).__name__)
+    if names is None:
+        return None if isinstance(aggr, str) and aggr in REDUCTIONS else aggr
+    if isinstance(aggr, str) and aggr in names:
+        return aggr
+    out = EdgeListAggr("add" if "add" in names else names[0])
+    out.assigned = str(aggr)
+    return out
+
+
 #: PyG layers whose traced forward would silently differ on a sparse adj_t (refused)
 _SPARSE_REFUSED = frozenset({"EGConv"})
 
@@ -417,10 +456,10 @@ def _traced_propagate(tracer: Any, module: Any, op: str) -> Callable:
         for hook in list(getattr(module, "_message_forward_hooks", {}).values()):
             result = hook(module, (collected,), messages)
             messages = messages if result is None else result
-        if _pyg_default(module, "aggregate") and isinstance(module.aggr, str) \
-                and module.aggr in REDUCTIONS:
+        aggr = effective_aggr(module)  # the module PyG built, whatever `.aggr` says now
+        if _pyg_default(module, "aggregate") and isinstance(aggr, str) and aggr in REDUCTIONS:
             out = proxy_call(aggregate_along, messages, collected["index"],
-                             collected["dim_size"], module.aggr, module.node_dim,
+                             collected["dim_size"], str(aggr), module.node_dim,
                              collected["ptr"] is not None)
         else:
             out = call_with(module.aggregate, collected, messages, op=op)

@@ -34,7 +34,7 @@ from ....nn._registry import converter_for
 from ..._adjacency import adjacency, normalized_matrix
 from ..._edges import edge_array, is_sparse_matrix
 from ..._norm import gcn_norm_static
-from .._common import check_flow, edge_values, refuse_sparse, spmm_adjacency
+from .._common import check_flow, edge_values, effective_aggr, refuse_sparse, spmm_adjacency
 from .._message_passing import MessagePassing, aggregate_along
 
 __all__ = ["WeightedPropagation", "node_features", "edges_for", "gcn_normalized",
@@ -139,9 +139,10 @@ def convert_aggr(m: Any, ctx: Converter) -> dict:
     its registered converter (PyG's ``aggr_module``, with its parameters);
     one without a converter (``"lstm"`` ...) is refused.
     """
-    aggr = m.aggr
+    aggr = effective_aggr(m)  # PyG's propagate uses the module built in __init__
     if isinstance(aggr, str) and aggr in REDUCTIONS:
         return {"aggr": aggr, "aggr_module": None}
+    aggr = m.aggr
     module = getattr(m, "aggr_module", None)
     if module is not None and converter_for(type(module)) is not None:
         return {"aggr": str(aggr), "aggr_module": ctx.child(module, "aggr_module")}
