@@ -289,9 +289,29 @@ def _make_tracer_class() -> type:
             return self.named_tensors.get(id(a), f"_constant_{id(a):x}")
 
         def _tensor_value(self, node: Any, tensor: Any) -> Any:
-            if node.target in self.arrays:
-                return self.arrays[node.target]
-            return self.program.constant(tensor)
+            found = self._named_array(node.target)
+            return self.program.constant(tensor) if found is None else found
+
+        def _named_array(self, target: str) -> Any:
+            """The port's array under a torch name: the forward's own parameters, or one of
+            a converted submodule's (``lin.weight``, ``lins.0.bias``, ``embedding.weight``),
+            so gradients reach the port's array and it keeps its state_dict name."""
+            if target in self.arrays:
+                return self.arrays[target]
+            prefix, _, rest = target.rpartition(".")
+            while prefix:
+                if prefix in self.submodules:
+                    from ._naming import named_arrays
+                    found = dict(named_arrays(self.submodules[prefix])).get(rest)
+                    if found is None:  # never the torch tensor: its gradient would be lost
+                        raise UnsupportedModuleError(
+                            f"{self.program.name}: the forward reads `{target}`, but the port "
+                            f"of `{prefix}` ({type(self.submodules[prefix]).__name__}) has no "
+                            f"array named `{rest}`")
+                    return found
+                prefix, _, head = prefix.rpartition(".")
+                rest = f"{head}.{rest}"
+            return None
 
         def evaluate(self, node: Any) -> Any:
             import torch.fx as fx
@@ -302,11 +322,12 @@ def _make_tracer_class() -> type:
             args = fx.node.map_arg(node.args, value)
             kwargs = fx.node.map_arg(node.kwargs, value)
             if node.op == "get_attr":
-                if node.target in self.arrays:
-                    return self.arrays[node.target]
-                attr = self.root
-                for part in node.target.split("."):
-                    attr = getattr(attr, part)
+                found = self._named_array(node.target)
+                if found is not None:
+                    return found
+                # not getattr: fx patches Module.__getattr__ while tracing, and reading a
+                # parameter through it makes another get_attr node (endless recursion)
+                attr = _torch_attribute(self.root, node.target)
                 return self.program.constant(attr) if isinstance(attr, torch.Tensor) else attr
             if node.op == "call_module":
                 module = self.submodules.get(node.target)
@@ -404,6 +425,22 @@ def _mutates(kind: str, target: Any) -> bool:
 
 def _holds_array(x: Any) -> bool:
     return any(is_array(leaf) for leaf in jax.tree_util.tree_leaves(x))
+
+
+def _torch_attribute(root: Any, target: str) -> Any:
+    """``root``'s attribute at a dotted path, read past fx's patched ``Module.__getattr__``."""
+    attr = root
+    for part in target.split("."):
+        if hasattr(attr, "_parameters") and hasattr(attr, "_modules"):  # a torch Module
+            for store in ("_parameters", "_buffers", "_modules"):
+                if part in attr.__dict__.get(store, {}):
+                    attr = attr.__dict__[store][part]
+                    break
+            else:
+                attr = object.__getattribute__(attr, part)
+        else:
+            attr = getattr(attr, part)
+    return attr
 
 
 def _call(fn: Callable, args: tuple, kwargs: dict, node: Any) -> Any:

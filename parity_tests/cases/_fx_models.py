@@ -1,0 +1,58 @@
+"""User-style models that read what the fx path of ``from_torch`` once got wrong.
+
+Each is written the way PyG users write theirs (not copied from PyG's
+examples): a converted submodule's parameter read in the forward, a leaf that
+gets dicts, a torch function in its function form, a custom autograd Function,
+a callable handed to a submodule. Imported lazily by ``fx_models.py``.
+"""
+import torch
+import torch.nn.functional as F
+
+N, FEATURES, CLASSES = 12, 5, 3
+
+
+class WeightPenalty(torch.nn.Module):
+    """An attention-style score built from a converted Linear's weight (``self.lin.weight``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(FEATURES, 8)
+        self.att = torch.nn.Parameter(torch.randn(8))
+        self.out = torch.nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        h = torch.tanh(self.lin(x))
+        score = (h * self.att).sum(-1, keepdim=True)
+        penalty = (self.lin.weight ** 2).sum() + self.lin.bias.abs().sum()
+        return self.out(h * torch.sigmoid(score)) + 0.01 * penalty
+
+
+class FunctionalMLP(torch.nn.Module):
+    """PMLP style: ModuleList of Linears used through ``F.linear(x, lins[i].weight, ...)``."""
+
+    def __init__(self, hidden=8, layers=3):
+        super().__init__()
+        sizes = [FEATURES] + [hidden] * (layers - 1) + [CLASSES]
+        self.lins = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+
+    def forward(self, x):
+        for i in range(len(self.lins)):
+            x = F.linear(x, self.lins[i].weight, self.lins[i].bias)
+            if i < len(self.lins) - 1:
+                x = F.relu(x)
+        return x
+
+
+class EmbeddingFeatures(torch.nn.Module):
+    """LightGCN style: an Embedding's table is the node features (``self.embedding.weight``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(N, FEATURES)
+        self.lin = torch.nn.Linear(FEATURES, CLASSES)
+
+    def forward(self, x, edge_index):
+        emb = self.embedding.weight
+        src, dst = edge_index
+        agg = torch.zeros_like(emb).index_add(0, dst, emb[src])
+        return self.lin(emb + agg) + x[:, :CLASSES]
