@@ -56,3 +56,27 @@ class EmbeddingFeatures(torch.nn.Module):
         src, dst = edge_index
         agg = torch.zeros_like(emb).index_add(0, dst, emb[src])
         return self.lin(emb + agg) + x[:, :CLASSES]
+
+
+#: a small heterogeneous schema (han_imdb.py's shape: movies with two neighbour types)
+METADATA = (["movie", "director", "actor"],
+            [("movie", "to", "director"), ("director", "to", "movie"),
+             ("movie", "to", "actor"), ("actor", "to", "movie")])
+HETERO_FEATURES = {"movie": 6, "director": 4, "actor": 3}
+
+
+class HANNet(torch.nn.Module):
+    """A HANConv leaf fed the forward's dicts, then a Linear on one node type's output."""
+
+    def __init__(self, hidden=16):
+        from torch_geometric.nn import HANConv
+
+        super().__init__()
+        self.han = HANConv(dict(HETERO_FEATURES), hidden, heads=8, dropout=0.6,
+                           metadata=METADATA)
+        self.lin = torch.nn.Linear(hidden, CLASSES)
+
+    def forward(self, x_dict, edge_index_dict):
+        out = self.han(x_dict, edge_index_dict)
+        out = self.lin(out["movie"])
+        return out

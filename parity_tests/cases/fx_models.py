@@ -17,6 +17,7 @@ MODELS = {
     "linear-weight-read": ("WeightPenalty", "x"),
     "modulelist-f-linear": ("FunctionalMLP", "x"),
     "embedding-weight": ("EmbeddingFeatures", "graph"),
+    "han-dict-leaf": ("HANNet", "hetero"),
 }
 
 
@@ -34,6 +35,15 @@ def inputs(kind: str, dtype: str, seed: int = 0) -> tuple:
         return (x,)
     if kind == "graph":
         return (x, edge_index)
+    if kind == "hetero":
+        sizes = {"movie": 7, "director": 4, "actor": 5}
+        x_dict = {k: torch.tensor(rng.standard_normal((n, fm.HETERO_FEATURES[k])), dtype=t)
+                  for k, n in sizes.items()}
+        edges = {}
+        for src, rel, dst in fm.METADATA[1]:
+            pair = np.stack([rng.integers(0, sizes[src], 16), rng.integers(0, sizes[dst], 16)])
+            edges[(src, rel, dst)] = torch.tensor(pair, dtype=torch.int64)
+        return (x_dict, edges)
     raise ValueError(kind)
 
 

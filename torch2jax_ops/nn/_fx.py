@@ -319,8 +319,10 @@ def _make_tracer_class() -> type:
             def value(n: Any) -> Any:
                 return self.values[n]
 
-            args = fx.node.map_arg(node.args, value)
-            kwargs = fx.node.map_arg(node.kwargs, value)
+            # fx's immutable_dict / immutable_list as the plain containers the forward built:
+            # a converted leaf (HANConv's x_dict) or a table entry gets a JAX pytree
+            args = _plain(fx.node.map_arg(node.args, value))
+            kwargs = _plain(fx.node.map_arg(node.kwargs, value))
             if node.op == "get_attr":
                 found = self._named_array(node.target)
                 if found is not None:
