@@ -80,3 +80,73 @@ class HANNet(torch.nn.Module):
         out = self.han(x_dict, edge_index_dict)
         out = self.lin(out["movie"])
         return out
+
+
+class GaussianSmearingNet(torch.nn.Module):
+    """SchNet style: distances expanded on Gaussians with ``torch.pow`` in function form."""
+
+    def __init__(self, gaussians=10, cutoff=3.0):
+        super().__init__()
+        offset = torch.linspace(0.0, cutoff, gaussians)
+        self.coeff = -0.5 / (offset[1] - offset[0]).item() ** 2
+        self.register_buffer("offset", offset)
+        self.lin = torch.nn.Linear(gaussians, CLASSES)
+
+    def forward(self, x, edge_index):
+        src, dst = edge_index
+        dist = (x[src] - x[dst]).norm(dim=-1)
+        expanded = torch.exp(self.coeff * torch.pow(dist.view(-1, 1) - self.offset.view(1, -1), 2))
+        scaled = torch.pow(2.0, -expanded) + torch.where(expanded > 0.5, expanded, 0.0)
+        return self.lin(scaled)
+
+
+class ARMANet(torch.nn.Module):
+    """Two ARMAConv layers, the second with a lambda as its activation (arma.py's shape)."""
+
+    def __init__(self, hidden=8):
+        from torch_geometric.nn import ARMAConv
+
+        super().__init__()
+        self.conv1 = ARMAConv(FEATURES, hidden, num_stacks=3, num_layers=2,
+                              shared_weights=True, dropout=0.25)
+        self.conv2 = ARMAConv(hidden, CLASSES, num_stacks=3, num_layers=2,
+                              shared_weights=True, dropout=0.25, act=lambda x: x)
+
+    def forward(self, x, edge_index):
+        x = F.dropout(x, training=self.training)
+        x = F.relu(self.conv1(x, edge_index))
+        x = F.dropout(x, training=self.training)
+        x = self.conv2(x, edge_index)
+        return F.log_softmax(x, dim=1)
+
+
+#: the graph SGCNet reads (sgc.py's shape: a module-level `data`, set by the case's builder)
+data = None
+
+
+class SGCNet(torch.nn.Module):
+    """SGConv with cached=True whose forward takes no arguments: it reads the global `data`."""
+
+    def __init__(self):
+        from torch_geometric.nn import SGConv
+
+        super().__init__()
+        self.conv1 = SGConv(FEATURES, CLASSES, K=2, cached=True)
+
+    def forward(self):
+        x, edge_index = data.x, data.edge_index
+        x = self.conv1(x, edge_index)
+        return F.log_softmax(x, dim=1)
+
+
+class LabelSpreading(torch.nn.Module):
+    """LabelPropagation called with a Python function for its post_step."""
+
+    def __init__(self):
+        from torch_geometric.nn import LabelPropagation
+
+        super().__init__()
+        self.prop = LabelPropagation(num_layers=3, alpha=0.8)
+
+    def forward(self, y, edge_index, mask):
+        return self.prop(y, edge_index, mask, post_step=lambda y: y.clamp(0.0, 0.9) * 1.1)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import importlib
 import inspect
 import operator
@@ -45,8 +46,8 @@ from ._registry import (
 )
 from ._state import key_scope, next_key  # noqa: F401  (next_key: the table's random ops)
 
-__all__ = ["TracedModule", "convert_traced", "resolve", "user_frame", "Unsupported",
-           "trace_with"]
+__all__ = ["TracedModule", "TorchCallable", "convert_traced", "resolve", "user_frame",
+           "Unsupported", "trace_with"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -105,12 +106,28 @@ class _Table:
                 home = importlib.import_module(path.rsplit(".", 1)[0])
                 if home not in modules:
                     modules.append(home)
+        # torch's C functions are called through fx's wrapper too: handed a proxy, torch's
+        # argument parser takes it for a Tensor (its __class__) and, for an overload with a
+        # Scalar slot (torch.pow(x, 2), torch.where(c, x, 0.)), reads it as one: a segfault.
+        # Wrapped, they become call_function nodes (mapped, or a "no JAX mapping" error)
+        for home in _TORCH_NAMESPACES:
+            module = importlib.import_module(home)
+            found = [v for k, v in vars(module).items() if inspect.isbuiltin(v)
+                     and not k.startswith(("_", "has_torch_function"))]  # (torch's dispatch)
+            wrap.extend(found)
+            keep.extend(found)
+            if module not in modules:
+                modules.append(module)
         self.by_id, self.keep, self.autowrap, self.modules = by_id, keep, tuple(wrap), modules
         self.generation = generation()
         return self
 
 
 _TABLE = _Table()
+
+#: the torch namespaces whose C functions the tracer wraps (see _Table.refresh)
+_TORCH_NAMESPACES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg",
+                     "torch.fft")
 
 
 # ------------------------------------------------------------------- where it failed
@@ -142,6 +159,14 @@ def _error(node: Any, message: str) -> UnsupportedModuleError:
 def _target_name(target: Any) -> str:
     if isinstance(target, str):
         return target
+    if inspect.isbuiltin(target):  # torch's C functions: the public path the user wrote
+        short = target.__name__.split("_", 1)[-1]  # torch.special.xlog1py: special_xlog1py
+        for home in _TORCH_NAMESPACES:
+            for name in (target.__name__, short):
+                public = getattr(importlib.import_module(home), name, None)
+                # (while tracing, the name holds fx's wrapper of the function)
+                if target in (public, getattr(public, "__wrapped__", None)):
+                    return f"{home}.{name}"
     module = getattr(target, "__module__", None) or ""
     module = {"_operator": "operator"}.get(module, module)
     name = cast(str, getattr(target, "__qualname__", None)
@@ -226,6 +251,7 @@ def _make_tracer_class() -> type:
             self.table = table
             self.values: dict = {}
             self.inputs: list = []
+            self.grad_enabled = torch.is_grad_enabled()  # as the port is called
             self.named_tensors: dict = {}
 
         # -- structure
@@ -244,7 +270,13 @@ def _make_tracer_class() -> type:
             if kind == "placeholder":
                 self.values[node] = self.inputs.pop(0)
                 return proxy
-            result = self.values[node] = self.evaluate(node)
+            result = self.evaluate(node)
+            if self.grad_enabled and not torch.is_grad_enabled():
+                # under torch.no_grad() in the forward (LabelPropagation's decorator): torch's
+                # result has no gradient, nor has the port's
+                result = jax.tree_util.tree_map(
+                    lambda v: jax.lax.stop_gradient(v) if is_array(v) else v, result)
+            self.values[node] = result
             if _mutates(kind, target) and node.args and isinstance(node.args[0], fx.Node):
                 # x.add_(y), x[i] = v: later uses of x see the new value
                 self._rebind(node.args[0], result, node)
@@ -264,6 +296,11 @@ def _make_tracer_class() -> type:
                                    f"through to that tensor; JAX arrays are immutable. Write "
                                    f"it out of place (x = x.index_put(...) / torch.where)")
             self.values[target] = value
+            if _mutates(target.op, target.target) and target.args and isinstance(
+                    target.args[0], fx.Node):
+                # a chain, out.mul_(a).add_(b): the result of mul_ *is* out, so add_ updates
+                # out too (the forward goes on using `out`)
+                self._rebind(target.args[0], value, node)
 
         def create_arg(self, a: Any) -> Any:
             if isinstance(a, fx.Proxy):  # before fx's Tensor branch: our proxies pass as tensors
@@ -275,7 +312,24 @@ def _make_tracer_class() -> type:
                     self.values[node] = outer[a.node]
                     return node
                 return a.node
+            if _is_function(a):
+                # a callable handed to a submodule (post_step=lambda y: ..., act=F.relu): the
+                # port gets it as a callable on JAX arrays, its torch code run by the table
+                node = self.create_node("get_attr", f"_callable_{id(a):x}", (), {})
+                self.values[node] = a if isinstance(a, TorchCallable) else TorchCallable(
+                    a, self.program.device)
+                return node
             if isinstance(a, torch.Tensor):
+                if isinstance(a, torch.nn.Parameter) and a.requires_grad and \
+                        self._tensor_name(a).startswith("_constant_"):
+                    # another module's parameter (one a function handed to a submodule
+                    # closes over): as a constant of this port it would lose its gradient
+                    raise UnsupportedModuleError(
+                        f"{self.program.name} reads a parameter of shape {tuple(a.shape)} "
+                        f"that is not its own (a function passed to a submodule closing over "
+                        f"self.<param>, or another module's weight): in the port it would be "
+                        f"a constant, without gradient. Pass it as an argument, or freeze it "
+                        f"(requires_grad_(False)) if it is a constant")
                 node = self.create_node("get_attr", self._tensor_name(a), (), {})
                 self.values[node] = self._tensor_value(node, a)
                 return node
@@ -429,6 +483,12 @@ def _holds_array(x: Any) -> bool:
     return any(is_array(leaf) for leaf in jax.tree_util.tree_leaves(x))
 
 
+def _is_function(a: Any) -> bool:
+    """A Python or torch function (not a module, class or proxy): torch code to replay."""
+    return isinstance(a, (TorchCallable, functools.partial)) or inspect.isfunction(a) or \
+        inspect.ismethod(a) or inspect.isbuiltin(a)
+
+
 def _torch_attribute(root: Any, target: str) -> Any:
     """``root``'s attribute at a dotted path, read past fx's patched ``Module.__getattr__``."""
     attr = root
@@ -476,10 +536,48 @@ def trace_with(program: _Program, arrays: dict, submodules: dict, args: tuple,
     tracer.call_args, tracer.call_kwargs = args, kwargs
     root = program.torch_module
     tracer.traced_func_name = program.method
-    with (patches(tracer) if patches is not None else contextlib.nullcontext()):
+    with (patches(tracer) if patches is not None else contextlib.nullcontext()), \
+            _refuse_autograd_functions():
         graph = tracer.trace(root)
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
     return _plain(fx.node.map_arg(output.args[0], lambda n: tracer.values[n]))
+
+
+@contextlib.contextmanager
+def _refuse_autograd_functions() -> Iterator[None]:
+    """``MyFunction.apply(proxy)`` raises, naming the class and your line.
+
+    torch's ``Function.apply`` takes a proxy for a Tensor (its ``__class__``) and hands it
+    to C++, which crashed the process. A custom Function's ``backward`` is its own
+    derivative rule (a straight-through estimator, PyG's reversible recomputation in
+    GroupAddRev), so replaying ``forward`` and differentiating it could give other
+    gradients than torch's: the port is refused instead.
+    """
+    import torch
+    import torch.fx as fx
+
+    base = torch.autograd.Function
+    original = base.__dict__["apply"]
+
+    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        if any(isinstance(leaf, fx.Proxy) for leaf in leaves):
+            import traceback
+
+            where = user_frame("".join(traceback.format_stack()[:-1]))
+            raise UnsupportedModuleError(
+                f"{cls.__qualname__} ({cls.__module__}) is a custom torch.autograd.Function: "
+                f"its backward is a derivative rule of its own, which the fx path cannot "
+                f"replay on JAX arrays. Port the module that uses it by hand "
+                f"(register_converter), with torch2jax_ops.autograd.Function for the "
+                f"forward/backward pair -- at {where}")
+        return original.__get__(None, cls)(*args, **kwargs)
+
+    base.apply = classmethod(apply)  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        base.apply = original  # type: ignore[method-assign]
 
 
 def _plain(out: Any) -> Any:
@@ -535,11 +633,55 @@ class _Program:
         return self.constants[key][1]
 
 
-class Unsupported:
-    """A submodule with no port, kept so that the error comes only if the forward uses it."""
+class TorchCallable:
+    """A Python function of torch code as a function of JAX arrays (the fx path's table).
 
-    def __init__(self, message: str):
+    What a traced forward hands to a submodule's port (``post_step=lambda y:
+    y.clamp(0, 1)``) and what a converter does with an activation given as a
+    function (``ARMAConv(..., act=lambda x: x)``). Called with JAX arrays it
+    replays ``fn`` as a traced forward does (every torch call looked up in the
+    table, under ``jax.jit`` once while JAX traces); called with the proxies of
+    a running trace (a traced port calling it) it runs ``fn`` in that trace.
+    A tensor ``fn`` closes over is a constant of the port; a parameter it
+    reads from outside its arguments raises (its gradient would be lost).
+    """
+
+    __slots__ = ("fn", "_program")
+
+    def __init__(self, fn: Callable, device: Any = None):
+        import torch
+
+        class _Function(torch.nn.Module):
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                return fn(*args, **kwargs)
+
+        self.fn = fn
+        self._program = _Program(_Function(), "", device)
+        self._program.name = getattr(fn, "__qualname__", None) or repr(fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import torch.fx as fx
+
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        if any(isinstance(leaf, fx.Proxy) for leaf in leaves):
+            return self.fn(*args, **kwargs)  # inside a running trace: its proxies
+        return trace_with(self._program, {}, {}, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"TorchCallable({self._program.name})"
+
+
+class Unsupported:
+    """A submodule with no port, kept so that the error comes only if the forward uses it.
+
+    It holds the submodule's parameters and buffers under their torch names (a
+    pytree), so the port's state_dict keeps every key, and ``compare_modules``
+    or ``functional_call`` find them and reach the call that raises the reason.
+    """
+
+    def __init__(self, message: str, arrays: Optional[dict] = None):
         self.message = message
+        self.arrays = dict(arrays or {})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedModuleError(self.message)
@@ -598,7 +740,7 @@ class TracedModule:
     @sharding_aware
     def __call__(self, *args: Any, key: Any = None, **kwargs: Any) -> Any:
         for leaf in jax.tree_util.tree_leaves((args, kwargs)):
-            if type(leaf).__module__.startswith("torch"):
+            if type(leaf).__module__.split(".")[0] == "torch":  # (not torch2jax_ops' own)
                 raise TypeError(f"{self._program.name}: got a torch.Tensor; the port takes JAX "
                                 f"arrays (convert with torch2jax_ops.to_jax(tensor), zero-copy)")
         arrays, submodules = self._split()
@@ -623,6 +765,13 @@ def _register_pytree(cls: type) -> None:
 
 
 _register_pytree(TracedModule)
+
+jax.tree_util.register_pytree_with_keys(
+    Unsupported,
+    lambda u: (tuple((jax.tree_util.GetAttrKey(k), v) for k, v in u.arrays.items()),
+               (tuple(u.arrays), u.message)),
+    lambda aux, values: Unsupported(aux[1], dict(zip(aux[0], values))),
+    flatten_func=lambda u: (tuple(u.arrays.values()), (tuple(u.arrays), u.message)))
 
 
 # ------------------------------------------------------------------ which modules
@@ -649,16 +798,20 @@ def _example(cls: type) -> str:
             f"    return MyJaxPort(...)  # an equinox.Module computing {cls.__name__}.forward")
 
 
+def _arrays(m: Any, ctx: Converter, recurse: bool = True) -> dict:
+    """``m``'s parameters and buffers as JAX arrays by torch name (integer buffers are
+    counters, num_batches_tracked: int32 without JAX's 64-bit mode)."""
+    return {name: ctx.array(t, allow_downcast=not (t.is_floating_point() or t.is_complex()))
+            for name, t in list(m.named_parameters(recurse=recurse)) +
+            list(m.named_buffers(recurse=recurse)) if t is not None}
+
+
 def _children(module: Any, ctx: Converter) -> dict:
     """Converted leaves by dotted path, and the arrays of the traced-through modules."""
     children: dict = {}
 
     def walk(m: Any, prefix: str) -> None:
-        for name, tensor in list(m.named_parameters(recurse=False)) + list(
-                m.named_buffers(recurse=False)):
-            if tensor is not None:  # integer buffers are counters (num_batches_tracked)
-                children[prefix + name] = ctx.array(
-                    tensor, allow_downcast=not (tensor.is_floating_point() or tensor.is_complex()))
+        children.update({prefix + k: v for k, v in _arrays(m, ctx, recurse=False).items()})
         for name, sub in m.named_children():
             path = prefix + name
             if is_leaf(sub):
@@ -667,8 +820,9 @@ def _children(module: Any, ctx: Converter) -> dict:
                 try:
                     children[path] = child_ctx.convert(sub)
                 except UnsupportedModuleError as exc:
-                    children[path] = Unsupported(
-                        f"{exc}\nRegister a port for {type(sub).__name__}:\n{_example(type(sub))}")
+                    hint = "" if converter_for(type(sub)) is not None else \
+                        f"\nRegister a port for {type(sub).__name__}:\n{_example(type(sub))}"
+                    children[path] = Unsupported(f"{exc}{hint}", _arrays(sub, ctx))
             else:
                 walk(sub, path + ".")
     walk(module, "")
