@@ -13,7 +13,7 @@ import torch_geometric.nn as tnn
 
 from torch2jax_ops import dtypes
 from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict
-from torch2jax_ops.parity import assert_modules_parity, compare_arrays
+from torch2jax_ops.parity import assert_modules_parity, compare_arrays, compare_modules
 from parity_tests.cases.convs_attention import layers
 from parity_tests.cases.geometric import _perturbed, graph
 
@@ -129,13 +129,22 @@ def test_user_models_convert_in_one_call(net, dtype):
     (lambda: tnn.AGNNConv(flow="target_to_source"), "flow='target_to_source'"),
     (lambda: tnn.GeneralConv(6, 4, decomposed_layers=2), "decomposed_layers=2"),
     (lambda: tnn.ResGatedGraphConv(6, 4, act=None), "act=None"),
-    (lambda: tnn.ResGatedGraphConv(6, 4, act=lambda t: t * 2), "act=.*without a JAX port"),
+    (lambda: tnn.ResGatedGraphConv(6, 4, act=torch.special.erfcx), "act=.*without a JAX port"),
     (lambda: tnn.FiLMConv(6, 4, num_relations=0), "num_relations=0"),
 ], ids=["gatv2-fill-tensor", "gated-lstm-aggr", "agnn-flow", "general-decomposed",
-        "resgated-act-none", "resgated-act-lambda", "film-no-relations"])
+        "resgated-act-none", "resgated-act-unmapped", "film-no-relations"])
 def test_refused_settings_name_the_setting(make, match):
     with pytest.raises(UnsupportedModuleError, match=match):
         from_torch(make())
+
+
+def test_activation_given_as_your_own_function_is_replayed():
+    """act=lambda t: ... (torch code of your own) runs through the fx table (it was refused)."""
+    torch.manual_seed(0)
+    conv = tnn.ResGatedGraphConv(6, 4, act=lambda t: torch.tanh(t) * 2)
+    g = small_graph()
+    result = compare_modules(conv, from_torch(conv), g["x"], g["edge_index"])
+    assert result.passed, str(result)
 
 
 def test_call_errors_name_the_argument():

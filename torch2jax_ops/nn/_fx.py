@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import importlib
 import inspect
 import operator
@@ -47,8 +48,8 @@ from ._registry import (
 )
 from ._state import key_scope, next_key  # noqa: F401  (next_key: the table's random ops)
 
-__all__ = ["TracedModule", "convert_traced", "resolve", "user_frame", "Unsupported",
-           "trace_with"]
+__all__ = ["TracedModule", "TorchCallable", "convert_traced", "resolve", "user_frame",
+           "Unsupported", "trace_with"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,12 +108,28 @@ class _Table:
                 home = importlib.import_module(path.rsplit(".", 1)[0])
                 if home not in modules:
                     modules.append(home)
+        # torch's C functions are called through fx's wrapper too: handed a proxy, torch's
+        # argument parser takes it for a Tensor (its __class__) and, for an overload with a
+        # Scalar slot (torch.pow(x, 2), torch.where(c, x, 0.)), reads it as one: a segfault.
+        # Wrapped, they become call_function nodes (mapped, or a "no JAX mapping" error)
+        for home in _TORCH_NAMESPACES:
+            module = importlib.import_module(home)
+            found = [v for k, v in vars(module).items() if inspect.isbuiltin(v)
+                     and not k.startswith(("_", "has_torch_function"))]  # (torch's dispatch)
+            wrap.extend(found)
+            keep.extend(found)
+            if module not in modules:
+                modules.append(module)
         self.by_id, self.keep, self.autowrap, self.modules = by_id, keep, tuple(wrap), modules
         self.generation = generation()
         return self
 
 
 _TABLE = _Table()
+
+#: the torch namespaces whose C functions the tracer wraps (see _Table.refresh)
+_TORCH_NAMESPACES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg",
+                     "torch.fft")
 
 
 # ------------------------------------------------------------------- where it failed
@@ -144,6 +161,14 @@ def _error(node: Any, message: str) -> UnsupportedModuleError:
 def _target_name(target: Any) -> str:
     if isinstance(target, str):
         return target
+    if inspect.isbuiltin(target):  # torch's C functions: the public path the user wrote
+        short = target.__name__.split("_", 1)[-1]  # torch.special.xlog1py: special_xlog1py
+        for home in _TORCH_NAMESPACES:
+            for name in (target.__name__, short):
+                public = getattr(importlib.import_module(home), name, None)
+                # (while tracing, the name holds fx's wrapper of the function)
+                if target in (public, getattr(public, "__wrapped__", None)):
+                    return f"{home}.{name}"
     module = getattr(target, "__module__", None) or ""
     module = {"_operator": "operator"}.get(module, module)
     name = cast(str, getattr(target, "__qualname__", None)
@@ -233,6 +258,7 @@ def _make_tracer_class() -> type:
             self.table = table
             self.values: dict = {}
             self.inputs: list = []
+            self.grad_enabled = torch.is_grad_enabled()  # as the port is called
             self.named_tensors: dict = {}
 
         # -- structure
@@ -251,7 +277,13 @@ def _make_tracer_class() -> type:
             if kind == "placeholder":
                 self.values[node] = self.inputs.pop(0)
                 return proxy
-            result = self.values[node] = self.evaluate(node)
+            result = self.evaluate(node)
+            if self.grad_enabled and not torch.is_grad_enabled():
+                # under torch.no_grad() in the forward (LabelPropagation's decorator): torch's
+                # result has no gradient, nor has the port's
+                result = jax.tree_util.tree_map(
+                    lambda v: jax.lax.stop_gradient(v) if is_array(v) else v, result)
+            self.values[node] = result
             if isinstance(result, _masked.MaskedRows) and result.origin is None:
                 result.origin = user_frame(node.meta.get("stack_trace"))  # x[mask] under jit
             if _mutates(kind, target) and node.args and isinstance(node.args[0], fx.Node):
@@ -273,6 +305,11 @@ def _make_tracer_class() -> type:
                                    f"through to that tensor; JAX arrays are immutable. Write "
                                    f"it out of place (x = x.index_put(...) / torch.where)")
             self.values[target] = value
+            if _mutates(target.op, target.target) and target.args and isinstance(
+                    target.args[0], fx.Node):
+                # a chain, out.mul_(a).add_(b): the result of mul_ *is* out, so add_ updates
+                # out too (the forward goes on using `out`)
+                self._rebind(target.args[0], value, node)
 
         def create_arg(self, a: Any) -> Any:
             if isinstance(a, fx.Proxy):  # before fx's Tensor branch: our proxies pass as tensors
@@ -284,7 +321,24 @@ def _make_tracer_class() -> type:
                     self.values[node] = outer[a.node]
                     return node
                 return a.node
+            if _is_function(a):
+                # a callable handed to a submodule (post_step=lambda y: ..., act=F.relu): the
+                # port gets it as a callable on JAX arrays, its torch code run by the table
+                node = self.create_node("get_attr", f"_callable_{id(a):x}", (), {})
+                self.values[node] = a if isinstance(a, TorchCallable) else TorchCallable(
+                    a, self.program.device)
+                return node
             if isinstance(a, torch.Tensor):
+                if isinstance(a, torch.nn.Parameter) and a.requires_grad and \
+                        self._tensor_name(a).startswith("_constant_"):
+                    # another module's parameter (one a function handed to a submodule
+                    # closes over): as a constant of this port it would lose its gradient
+                    raise UnsupportedModuleError(
+                        f"{self.program.name} reads a parameter of shape {tuple(a.shape)} "
+                        f"that is not its own (a function passed to a submodule closing over "
+                        f"self.<param>, or another module's weight): in the port it would be "
+                        f"a constant, without gradient. Pass it as an argument, or freeze it "
+                        f"(requires_grad_(False)) if it is a constant")
                 node = self.create_node("get_attr", self._tensor_name(a), (), {})
                 self.values[node] = self._tensor_value(node, a)
                 return node
@@ -298,9 +352,29 @@ def _make_tracer_class() -> type:
             return self.named_tensors.get(id(a), f"_constant_{id(a):x}")
 
         def _tensor_value(self, node: Any, tensor: Any) -> Any:
-            if node.target in self.arrays:
-                return self.arrays[node.target]
-            return self.program.constant(tensor)
+            found = self._named_array(node.target)
+            return self.program.constant(tensor) if found is None else found
+
+        def _named_array(self, target: str) -> Any:
+            """The port's array under a torch name: the forward's own parameters, or one of
+            a converted submodule's (``lin.weight``, ``lins.0.bias``, ``embedding.weight``),
+            so gradients reach the port's array and it keeps its state_dict name."""
+            if target in self.arrays:
+                return self.arrays[target]
+            prefix, _, rest = target.rpartition(".")
+            while prefix:
+                if prefix in self.submodules:
+                    from ._naming import named_arrays
+                    found = dict(named_arrays(self.submodules[prefix])).get(rest)
+                    if found is None:  # never the torch tensor: its gradient would be lost
+                        raise UnsupportedModuleError(
+                            f"{self.program.name}: the forward reads `{target}`, but the port "
+                            f"of `{prefix}` ({type(self.submodules[prefix]).__name__}) has no "
+                            f"array named `{rest}`")
+                    return found
+                prefix, _, head = prefix.rpartition(".")
+                rest = f"{head}.{rest}"
+            return None
 
         def evaluate(self, node: Any) -> Any:
             import torch.fx as fx
@@ -308,16 +382,19 @@ def _make_tracer_class() -> type:
             def value(n: Any) -> Any:
                 return self.values[n]
 
-            args = fx.node.map_arg(node.args, value)
-            kwargs = fx.node.map_arg(node.kwargs, value)
+            # fx's immutable_dict / immutable_list as the plain containers the forward built:
+            # a converted leaf (HANConv's x_dict) or a table entry gets a JAX pytree
+            args = _plain(fx.node.map_arg(node.args, value))
+            kwargs = _plain(fx.node.map_arg(node.kwargs, value))
             if _masked.holds(args, kwargs):  # rows of x[mask] under jit: row-wise or an error
                 return self._masked(node, args, kwargs)
             if node.op == "get_attr":
-                if node.target in self.arrays:
-                    return self.arrays[node.target]
-                attr = self.root
-                for part in node.target.split("."):
-                    attr = getattr(attr, part)
+                found = self._named_array(node.target)
+                if found is not None:
+                    return found
+                # not getattr: fx patches Module.__getattr__ while tracing, and reading a
+                # parameter through it makes another get_attr node (endless recursion)
+                attr = _torch_attribute(self.root, node.target)
                 return self.program.constant(attr) if isinstance(attr, torch.Tensor) else attr
             if node.op == "call_module":
                 module = self.submodules.get(node.target)
@@ -450,6 +527,28 @@ def _constant(args: tuple, kwargs: dict) -> bool:
                    for leaf in jax.tree_util.tree_leaves((args, kwargs)))
 
 
+def _is_function(a: Any) -> bool:
+    """A Python or torch function (not a module, class or proxy): torch code to replay."""
+    return isinstance(a, (TorchCallable, functools.partial)) or inspect.isfunction(a) or \
+        inspect.ismethod(a) or inspect.isbuiltin(a)
+
+
+def _torch_attribute(root: Any, target: str) -> Any:
+    """``root``'s attribute at a dotted path, read past fx's patched ``Module.__getattr__``."""
+    attr = root
+    for part in target.split("."):
+        if hasattr(attr, "_parameters") and hasattr(attr, "_modules"):  # a torch Module
+            for store in ("_parameters", "_buffers", "_modules"):
+                if part in attr.__dict__.get(store, {}):
+                    attr = attr.__dict__[store][part]
+                    break
+            else:
+                attr = object.__getattribute__(attr, part)
+        else:
+            attr = getattr(attr, part)
+    return attr
+
+
 def _call(fn: Callable, args: tuple, kwargs: dict, node: Any) -> Any:
     try:
         if node.op != "call_module" and _constant(args, kwargs):
@@ -484,12 +583,50 @@ def trace_with(program: _Program, arrays: dict, submodules: dict, args: tuple,
     tracer.call_args, tracer.call_kwargs = args, kwargs
     root = program.torch_module
     tracer.traced_func_name = program.method
-    with (patches(tracer) if patches is not None else contextlib.nullcontext()):
+    with (patches(tracer) if patches is not None else contextlib.nullcontext()), \
+            _refuse_autograd_functions():
         graph = tracer.trace(root)
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
     out = _plain(fx.node.map_arg(output.args[0], lambda n: tracer.values[n]))
     _masked.check_output(out)
     return out
+
+
+@contextlib.contextmanager
+def _refuse_autograd_functions() -> Iterator[None]:
+    """``MyFunction.apply(proxy)`` raises, naming the class and your line.
+
+    torch's ``Function.apply`` takes a proxy for a Tensor (its ``__class__``) and hands it
+    to C++, which crashed the process. A custom Function's ``backward`` is its own
+    derivative rule (a straight-through estimator, PyG's reversible recomputation in
+    GroupAddRev), so replaying ``forward`` and differentiating it could give other
+    gradients than torch's: the port is refused instead.
+    """
+    import torch
+    import torch.fx as fx
+
+    base = torch.autograd.Function
+    original = base.__dict__["apply"]
+
+    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        if any(isinstance(leaf, fx.Proxy) for leaf in leaves):
+            import traceback
+
+            where = user_frame("".join(traceback.format_stack()[:-1]))
+            raise UnsupportedModuleError(
+                f"{cls.__qualname__} ({cls.__module__}) is a custom torch.autograd.Function: "
+                f"its backward is a derivative rule of its own, which the fx path cannot "
+                f"replay on JAX arrays. Port the module that uses it by hand "
+                f"(register_converter), with torch2jax_ops.autograd.Function for the "
+                f"forward/backward pair -- at {where}")
+        return original.__get__(None, cls)(*args, **kwargs)
+
+    base.apply = classmethod(apply)  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        base.apply = original  # type: ignore[method-assign]
 
 
 def _plain(out: Any) -> Any:
@@ -545,11 +682,55 @@ class _Program:
         return self.constants[key][1]
 
 
-class Unsupported:
-    """A submodule with no port, kept so that the error comes only if the forward uses it."""
+class TorchCallable:
+    """A Python function of torch code as a function of JAX arrays (the fx path's table).
 
-    def __init__(self, message: str):
+    What a traced forward hands to a submodule's port (``post_step=lambda y:
+    y.clamp(0, 1)``) and what a converter does with an activation given as a
+    function (``ARMAConv(..., act=lambda x: x)``). Called with JAX arrays it
+    replays ``fn`` as a traced forward does (every torch call looked up in the
+    table, under ``jax.jit`` once while JAX traces); called with the proxies of
+    a running trace (a traced port calling it) it runs ``fn`` in that trace.
+    A tensor ``fn`` closes over is a constant of the port; a parameter it
+    reads from outside its arguments raises (its gradient would be lost).
+    """
+
+    __slots__ = ("fn", "_program")
+
+    def __init__(self, fn: Callable, device: Any = None):
+        import torch
+
+        class _Function(torch.nn.Module):
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                return fn(*args, **kwargs)
+
+        self.fn = fn
+        self._program = _Program(_Function(), "", device)
+        self._program.name = getattr(fn, "__qualname__", None) or repr(fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import torch.fx as fx
+
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        if any(isinstance(leaf, fx.Proxy) for leaf in leaves):
+            return self.fn(*args, **kwargs)  # inside a running trace: its proxies
+        return trace_with(self._program, {}, {}, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"TorchCallable({self._program.name})"
+
+
+class Unsupported:
+    """A submodule with no port, kept so that the error comes only if the forward uses it.
+
+    It holds the submodule's parameters and buffers under their torch names (a
+    pytree), so the port's state_dict keeps every key, and ``compare_modules``
+    or ``functional_call`` find them and reach the call that raises the reason.
+    """
+
+    def __init__(self, message: str, arrays: Optional[dict] = None):
         self.message = message
+        self.arrays = dict(arrays or {})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedModuleError(self.message)
@@ -608,7 +789,7 @@ class TracedModule:
     @sharding_aware
     def __call__(self, *args: Any, key: Any = None, **kwargs: Any) -> Any:
         for leaf in jax.tree_util.tree_leaves((args, kwargs)):
-            if type(leaf).__module__.startswith("torch"):
+            if type(leaf).__module__.split(".")[0] == "torch":  # (not torch2jax_ops' own)
                 raise TypeError(f"{self._program.name}: got a torch.Tensor; the port takes JAX "
                                 f"arrays (convert with torch2jax_ops.to_jax(tensor), zero-copy)")
         arrays, submodules = self._split()
@@ -633,6 +814,13 @@ def _register_pytree(cls: type) -> None:
 
 
 _register_pytree(TracedModule)
+
+jax.tree_util.register_pytree_with_keys(
+    Unsupported,
+    lambda u: (tuple((jax.tree_util.GetAttrKey(k), v) for k, v in u.arrays.items()),
+               (tuple(u.arrays), u.message)),
+    lambda aux, values: Unsupported(aux[1], dict(zip(aux[0], values))),
+    flatten_func=lambda u: (tuple(u.arrays.values()), (tuple(u.arrays), u.message)))
 
 
 # ------------------------------------------------------------------ which modules
@@ -659,16 +847,20 @@ def _example(cls: type) -> str:
             f"    return MyJaxPort(...)  # an equinox.Module computing {cls.__name__}.forward")
 
 
+def _arrays(m: Any, ctx: Converter, recurse: bool = True) -> dict:
+    """``m``'s parameters and buffers as JAX arrays by torch name (integer buffers are
+    counters, num_batches_tracked: int32 without JAX's 64-bit mode)."""
+    return {name: ctx.array(t, allow_downcast=not (t.is_floating_point() or t.is_complex()))
+            for name, t in list(m.named_parameters(recurse=recurse)) +
+            list(m.named_buffers(recurse=recurse)) if t is not None}
+
+
 def _children(module: Any, ctx: Converter) -> dict:
     """Converted leaves by dotted path, and the arrays of the traced-through modules."""
     children: dict = {}
 
     def walk(m: Any, prefix: str) -> None:
-        for name, tensor in list(m.named_parameters(recurse=False)) + list(
-                m.named_buffers(recurse=False)):
-            if tensor is not None:  # integer buffers are counters (num_batches_tracked)
-                children[prefix + name] = ctx.array(
-                    tensor, allow_downcast=not (tensor.is_floating_point() or tensor.is_complex()))
+        children.update({prefix + k: v for k, v in _arrays(m, ctx, recurse=False).items()})
         for name, sub in m.named_children():
             path = prefix + name
             if is_leaf(sub):
@@ -677,8 +869,9 @@ def _children(module: Any, ctx: Converter) -> dict:
                 try:
                     children[path] = child_ctx.convert(sub)
                 except UnsupportedModuleError as exc:
-                    children[path] = Unsupported(
-                        f"{exc}\nRegister a port for {type(sub).__name__}:\n{_example(type(sub))}")
+                    hint = "" if converter_for(type(sub)) is not None else \
+                        f"\nRegister a port for {type(sub).__name__}:\n{_example(type(sub))}"
+                    children[path] = Unsupported(f"{exc}{hint}", _arrays(sub, ctx))
             else:
                 walk(sub, path + ".")
     walk(module, "")

@@ -157,8 +157,9 @@ def check_cache(m: Any, ctx: Converter, *attributes: str) -> None:
     if getattr(m, "cached", False) and filled:
         raise ctx.unsupported(m, f"cached=True with a filled cache ({', '.join(filled)}); the "
                                  f"port recomputes the normalisation every call and cannot "
-                                 f"replay a cache that may belong to another graph (call "
-                                 f"reset_parameters() or build the layer with cached=False)")
+                                 f"replay a cache that may belong to another graph (empty it, "
+                                 f"keeping the weights: {'; '.join(f'`.{a} = None`' for a in filled)}"
+                                 f", before from_torch, or build the layer with cached=False)")
 
 
 def check_common(m: Any, ctx: Converter) -> None:
@@ -170,8 +171,11 @@ def check_common(m: Any, ctx: Converter) -> None:
 
 
 def torch_function(fn: Any, ctx: Converter, m: Any, what: str) -> Callable:
-    """The JAX implementation of a plain torch function (``torch.tanh``, ``F.relu`` ...)."""
+    """The JAX implementation of a plain torch function (``torch.tanh``, ``F.relu`` ...), or a
+    function of your own made of torch calls (a lambda), replayed through the fx table."""
+    import functools
     import importlib
+    import inspect
 
     from ....nn import _registry
 
@@ -191,6 +195,11 @@ def torch_function(fn: Any, ctx: Converter, m: Any, what: str) -> Callable:
         if same:
             found = table[path]
             break
+    if found is None and (inspect.isfunction(fn) or isinstance(fn, functools.partial)):
+        # your own function of torch code (act=lambda x: x): replayed through the table
+        from ....nn._fx import TorchCallable
+
+        return TorchCallable(fn, ctx.device)
     if found is None:
         raise ctx.unsupported(m, f"{what}={fn!r} is a function without a JAX port in the fx "
                                  f"mapping table (pass a torch.nn activation module)")

@@ -1,0 +1,152 @@
+"""User-style models that read what the fx path of ``from_torch`` once got wrong.
+
+Each is written the way PyG users write theirs (not copied from PyG's
+examples): a converted submodule's parameter read in the forward, a leaf that
+gets dicts, a torch function in its function form, a custom autograd Function,
+a callable handed to a submodule. Imported lazily by ``fx_models.py``.
+"""
+import torch
+import torch.nn.functional as F
+
+N, FEATURES, CLASSES = 12, 5, 3
+
+
+class WeightPenalty(torch.nn.Module):
+    """An attention-style score built from a converted Linear's weight (``self.lin.weight``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(FEATURES, 8)
+        self.att = torch.nn.Parameter(torch.randn(8))
+        self.out = torch.nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        h = torch.tanh(self.lin(x))
+        score = (h * self.att).sum(-1, keepdim=True)
+        penalty = (self.lin.weight ** 2).sum() + self.lin.bias.abs().sum()
+        return self.out(h * torch.sigmoid(score)) + 0.01 * penalty
+
+
+class FunctionalMLP(torch.nn.Module):
+    """PMLP style: ModuleList of Linears used through ``F.linear(x, lins[i].weight, ...)``."""
+
+    def __init__(self, hidden=8, layers=3):
+        super().__init__()
+        sizes = [FEATURES] + [hidden] * (layers - 1) + [CLASSES]
+        self.lins = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+
+    def forward(self, x):
+        for i in range(len(self.lins)):
+            x = F.linear(x, self.lins[i].weight, self.lins[i].bias)
+            if i < len(self.lins) - 1:
+                x = F.relu(x)
+        return x
+
+
+class EmbeddingFeatures(torch.nn.Module):
+    """LightGCN style: an Embedding's table is the node features (``self.embedding.weight``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(N, FEATURES)
+        self.lin = torch.nn.Linear(FEATURES, CLASSES)
+
+    def forward(self, x, edge_index):
+        emb = self.embedding.weight
+        src, dst = edge_index
+        agg = torch.zeros_like(emb).index_add(0, dst, emb[src])
+        return self.lin(emb + agg) + x[:, :CLASSES]
+
+
+#: a small heterogeneous schema (han_imdb.py's shape: movies with two neighbour types)
+METADATA = (["movie", "director", "actor"],
+            [("movie", "to", "director"), ("director", "to", "movie"),
+             ("movie", "to", "actor"), ("actor", "to", "movie")])
+HETERO_FEATURES = {"movie": 6, "director": 4, "actor": 3}
+
+
+class HANNet(torch.nn.Module):
+    """A HANConv leaf fed the forward's dicts, then a Linear on one node type's output."""
+
+    def __init__(self, hidden=16):
+        from torch_geometric.nn import HANConv
+
+        super().__init__()
+        self.han = HANConv(dict(HETERO_FEATURES), hidden, heads=8, dropout=0.6,
+                           metadata=METADATA)
+        self.lin = torch.nn.Linear(hidden, CLASSES)
+
+    def forward(self, x_dict, edge_index_dict):
+        out = self.han(x_dict, edge_index_dict)
+        out = self.lin(out["movie"])
+        return out
+
+
+class GaussianSmearingNet(torch.nn.Module):
+    """SchNet style: distances expanded on Gaussians with ``torch.pow`` in function form."""
+
+    def __init__(self, gaussians=10, cutoff=3.0):
+        super().__init__()
+        offset = torch.linspace(0.0, cutoff, gaussians)
+        self.coeff = -0.5 / (offset[1] - offset[0]).item() ** 2
+        self.register_buffer("offset", offset)
+        self.lin = torch.nn.Linear(gaussians, CLASSES)
+
+    def forward(self, x, edge_index):
+        src, dst = edge_index
+        dist = (x[src] - x[dst]).norm(dim=-1)
+        expanded = torch.exp(self.coeff * torch.pow(dist.view(-1, 1) - self.offset.view(1, -1), 2))
+        scaled = torch.pow(2.0, -expanded) + torch.where(expanded > 0.5, expanded, 0.0)
+        return self.lin(scaled)
+
+
+class ARMANet(torch.nn.Module):
+    """Two ARMAConv layers, the second with a lambda as its activation (arma.py's shape)."""
+
+    def __init__(self, hidden=8):
+        from torch_geometric.nn import ARMAConv
+
+        super().__init__()
+        self.conv1 = ARMAConv(FEATURES, hidden, num_stacks=3, num_layers=2,
+                              shared_weights=True, dropout=0.25)
+        self.conv2 = ARMAConv(hidden, CLASSES, num_stacks=3, num_layers=2,
+                              shared_weights=True, dropout=0.25, act=lambda x: x)
+
+    def forward(self, x, edge_index):
+        x = F.dropout(x, training=self.training)
+        x = F.relu(self.conv1(x, edge_index))
+        x = F.dropout(x, training=self.training)
+        x = self.conv2(x, edge_index)
+        return F.log_softmax(x, dim=1)
+
+
+#: the graph SGCNet reads (sgc.py's shape: a module-level `data`, set by the case's builder)
+data = None
+
+
+class SGCNet(torch.nn.Module):
+    """SGConv with cached=True whose forward takes no arguments: it reads the global `data`."""
+
+    def __init__(self):
+        from torch_geometric.nn import SGConv
+
+        super().__init__()
+        self.conv1 = SGConv(FEATURES, CLASSES, K=2, cached=True)
+
+    def forward(self):
+        x, edge_index = data.x, data.edge_index
+        x = self.conv1(x, edge_index)
+        return F.log_softmax(x, dim=1)
+
+
+class LabelSpreading(torch.nn.Module):
+    """LabelPropagation called with a Python function for its post_step."""
+
+    def __init__(self):
+        from torch_geometric.nn import LabelPropagation
+
+        super().__init__()
+        self.prop = LabelPropagation(num_layers=3, alpha=0.8)
+
+    def forward(self, y, edge_index, mask):
+        return self.prop(y, edge_index, mask, post_step=lambda y: y.clamp(0.0, 0.9) * 1.1)

@@ -1,0 +1,174 @@
+"""The fx path of ``from_torch`` on models that once broke it (section "fx" of the suite,
+parity_tests/cases/fx_models.py), and the errors it gives instead of crashing."""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torch2jax_ops.parity import _suite as suite
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = suite.cases("fx")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_fx_model_matches_torch(case):
+    result = case.run()
+    assert result.passed, str(result)
+    names = {leaf.path for leaf in result.leaves}
+    assert any(n.startswith("grad ") for n in names), names
+
+
+def _run_isolated(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Run ``code`` as a script in a fresh interpreter: a regression to a segfault fails the
+    test, not the test session."""
+    script = tmp_path / "user_model.py"
+    script.write_text(textwrap.dedent(code))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_unmapped_torch_function_with_scalar_overload_raises_not_crashes(tmp_path):
+    """torch's C functions taking a Scalar (torch.float_power(x, 2)) read a proxy as a tensor
+    and crashed the process; now they are wrapped: a clear error naming the public path."""
+    done = _run_isolated("""
+        import jax.numpy as jnp, torch
+        from torch2jax_ops.nn import UnsupportedModuleError, from_torch
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return torch.float_power(x, 2)
+
+        try:
+            from_torch(Net())(jnp.ones(3))
+        except UnsupportedModuleError as exc:
+            print("ERROR:", exc)
+    """, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ERROR: Net.forward: no JAX mapping for `torch.float_power`" in done.stdout
+    assert "register_function('torch.float_power')" in done.stdout
+    assert "user_model.py:7, in forward: return torch.float_power(x, 2)" in done.stdout
+
+
+def test_label_propagation_under_jit_names_the_boolean_mask():
+    """LabelPropagation's `out[mask] = y[mask]` cannot compile (eager only): a clear error."""
+    import equinox as eqx
+
+    import torch2jax_ops as t2j
+    from parity_tests.cases import fx_models
+    from torch2jax_ops.nn import from_torch
+
+    model, args = fx_models.build_model("label-propagation-post-step", "float32")
+    port = from_torch(model)
+    y, edge_index, mask = (t2j.to_jax(a, allow_downcast=True) for a in args)
+    eager = port(y, edge_index, mask)
+    torch_out = model(*args).numpy()
+    assert abs(eager - torch_out).max() < 1e-5  # eagerly: torch's numbers
+    with pytest.raises(ValueError, match=r"boolean mask index \(x\[mask\]\)"):
+        eqx.filter_jit(port)(y, edge_index, mask)
+
+
+def test_layer_refused_by_its_converter_keeps_its_names_and_says_why():
+    """SGConv(cached=True) run once in torch has a filled cache, which its converter refuses;
+    the port still holds conv1.lin.* by name, and compare_modules reaches the reason (it said
+    'no array named conv1.lin.weight')."""
+    import torch
+
+    from parity_tests.cases import fx_models
+    from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict
+    from torch2jax_ops.parity import compare_modules
+
+    model, args = fx_models.build_model("sgc-global-data", "float32")
+    model()  # fills conv1._cached_x
+    port = from_torch(model)
+    assert set(state_dict(port)) == set(model.state_dict()) == {"conv1.lin.weight",
+                                                                 "conv1.lin.bias"}
+    with pytest.raises(UnsupportedModuleError, match=r"cached=True with a filled cache "
+                                                     r"\(_cached_x\).*`\._cached_x = None`"):
+        compare_modules(model, port)
+    model.conv1._cached_x = None  # the fix the message gives: weights kept
+    weight = model.conv1.lin.weight.detach().clone()
+    assert compare_modules(model, from_torch(model)).passed
+    assert torch.equal(model.conv1.lin.weight, weight)
+
+
+def test_callable_reading_a_parameter_from_outside_raises():
+    """A function handed to a submodule that closes over a parameter: in the port it would be
+    a constant without gradient, so it is refused, naming the function."""
+    import torch
+    from torch_geometric.nn import LabelPropagation
+
+    import torch2jax_ops as t2j
+    from parity_tests.cases import fx_models
+    from torch2jax_ops.nn import UnsupportedModuleError, from_torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.tensor(0.5))
+            self.prop = LabelPropagation(num_layers=2, alpha=0.9)
+
+        def forward(self, y, edge_index, mask):
+            return self.prop(y, edge_index, mask, post_step=lambda out: out * self.scale)
+
+    _, args = fx_models.build_model("label-propagation-post-step", "float32")
+    port = from_torch(Scaled())
+    with pytest.raises(UnsupportedModuleError,
+                       match=r"reads a parameter of shape \(\) that is not its own"):
+        port(*(t2j.to_jax(a, allow_downcast=True) for a in args))
+
+
+def test_custom_autograd_function_is_refused_not_a_crash(tmp_path):
+    """A model using a torch.autograd.Function (PyG's GroupAddRev, a reversible block whose
+    forward calls its InvertibleFunction; a Function of your own) crashed the process under
+    the tracer; now a clear error names the class and the user's line."""
+    done = _run_isolated("""
+        import jax.numpy as jnp, torch
+        from torch_geometric.nn import GraphConv, GroupAddRev
+        from torch2jax_ops.nn import UnsupportedModuleError, from_torch
+
+        class Square(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return 2 * x * grad
+
+        class Own(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return Square.apply(self.lin(x))
+
+        class Reversible(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = GroupAddRev(GraphConv(2, 2), num_groups=2)
+
+            def forward(self, x, edge_index):
+                return self.block(x, edge_index)
+
+        edge_index = jnp.array([[0, 1, 2], [1, 2, 0]], jnp.int32)
+        for model, args in ((Own(), (jnp.ones((3, 4)),)),
+                            (Reversible(), (jnp.ones((3, 4)), edge_index))):
+            try:
+                from_torch(model)(*args)
+            except UnsupportedModuleError as exc:
+                print("ERROR:", exc)
+    """, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    own, reversible = done.stdout.strip().splitlines()
+    assert own.startswith("ERROR: Square (__main__) is a custom torch.autograd.Function")
+    assert own.endswith("user_model.py:23, in forward: return Square.apply(self.lin(x))")
+    assert "ERROR: InvertibleFunction (torch_geometric.nn.models.rev_gnn)" in reversible
+    assert reversible.endswith("in forward: return self.block(x, edge_index)")
