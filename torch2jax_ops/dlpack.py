@@ -227,12 +227,10 @@ def to_jax(tensor: Any, *, copy: Optional[bool] = None, allow_downcast: bool = F
     import torch
 
     if not isinstance(tensor, torch.Tensor):
-        if type(tensor).__module__.startswith("torch_sparse") and \
-                type(tensor).__name__ == "SparseTensor":
-            # PyG's layers read a SparseTensor by rules of their own (values dropped,
-            # diagonal replaced): a type of its own keeps them apart from a BCSR's
-            from .geometric._sparse_tensor import from_torch_sparse
-            return from_torch_sparse(tensor, lambda t: to_jax(
+        registered = _tensor_type_converter(tensor)
+        if registered is not None:  # a tensor-like type (torch_sparse.SparseTensor): its
+            # index tensors are ids (downcast checked), its values follow the caller's rules
+            return registered(tensor, lambda t: to_jax(
                 t if t.is_floating_point() else t.contiguous(), copy=copy,
                 allow_downcast=allow_downcast or not t.is_floating_point(), device=device))
         hint = (" (it is already a JAX array)" if isinstance(tensor, jax.Array) else

@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import sparse as jsparse
 
+from ..dlpack import register_tensor_type
+
 __all__ = ["SparseTensor", "from_torch_sparse", "layer_matrix", "LAYER_RULES"]
 
 #: how a layer reads a SparseTensor's values (see :func:`layer_matrix`)
@@ -112,7 +114,7 @@ class SparseTensor:
 
     def _csr2csc(self) -> jax.Array:
         """The permutation to column-major order (stable: ties keep storage order)."""
-        key = self.col.astype(jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
+        key = self.col.astype(jnp.int64 if jax.config.read("jax_enable_x64") else jnp.int32)
         return jnp.lexsort((self.row, key))
 
     def t(self) -> SparseTensor:
@@ -175,3 +177,8 @@ def from_torch_sparse(adj: Any, convert: Any) -> SparseTensor:
     value = storage.value()
     return SparseTensor(convert(storage.row()), convert(storage.col()),
                         None if value is None else convert(value), tuple(adj.sparse_sizes()))
+
+
+# to_jax(torch_sparse.SparseTensor): PyG's layers read it by rules of their own (values
+# dropped, diagonal replaced), so it gets a type of its own, apart from a BCSR
+register_tensor_type("torch_sparse.tensor.SparseTensor", from_torch_sparse)

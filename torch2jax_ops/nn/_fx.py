@@ -92,7 +92,10 @@ class _Table:
         if generation() == self.generation:
             return self
         table = functions()
-        by_id, keep, wrap, modules = {}, [], [], []
+        by_id: dict = {}
+        keep: list = []
+        wrap: list = []
+        modules: list = []
         for path, impl in table.items():
             obj = resolve(path)
             if obj is None:
@@ -112,8 +115,8 @@ class _Table:
         # argument parser takes it for a Tensor (its __class__) and, for an overload with a
         # Scalar slot (torch.pow(x, 2), torch.where(c, x, 0.)), reads it as one: a segfault.
         # Wrapped, they become call_function nodes (mapped, or a "no JAX mapping" error)
-        for home in _TORCH_NAMESPACES:
-            module = importlib.import_module(home)
+        for namespace in _TORCH_NAMESPACES:
+            module = importlib.import_module(namespace)
             found = [v for k, v in vars(module).items() if inspect.isbuiltin(v)
                      and not k.startswith(("_", "has_torch_function"))]  # (torch's dispatch)
             wrap.extend(found)

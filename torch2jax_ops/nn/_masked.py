@@ -300,7 +300,7 @@ def _reduction(fill: str, dim_name: str = "dim", *, across: Optional[Callable] =
             raise _NotRowwise("an index into all the elements of the masked rows")
         out = impl(_filled(x, fill), *args[1:], **kwargs)
         if isinstance(out, tuple) and hasattr(out, "_fields") and len(out) == 2:
-            return type(out)(out[0], _compact(out[1], mask))
+            return type(out)(out[0], _compact(out[1], mask))  # type: ignore[misc]
         return _compact(out, mask) if indices else out
     return rule
 

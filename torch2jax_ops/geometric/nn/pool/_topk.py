@@ -225,9 +225,8 @@ def _pool(select: SelectTopK, x, edge_index, edge_attr, batch, attn, num_graphs,
         k, e = int(jnp.sum(kept)), int(jnp.sum(edge_index[0] < n))
         return (x[:k], edge_index[:, :e], None if edge_attr is None else edge_attr[:e],
                 out_batch[:k], perm[:k], score[:k])
-    if carried:
-        out_batch = BatchVector(out_batch, b)
-    return x, edge_index, edge_attr, out_batch, perm, score
+    pooled: Any = BatchVector(out_batch, b) if carried else out_batch
+    return x, edge_index, edge_attr, pooled, perm, score
 
 
 _SHAPES = """
