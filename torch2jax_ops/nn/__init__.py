@@ -14,6 +14,7 @@
   the ``state_dict`` key of the torch module it was ported from.
 """
 from . import _functions, _fx, _torch_modules  # noqa: F401  (register the table, fx, converters)
+from ._attention import MultiheadAttention
 from ._rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from ._convert import Converter, UnsupportedModuleError, from_torch, supported_modules
 from ._fx import TracedModule
@@ -31,5 +32,5 @@ __all__ = ["from_torch", "supported_modules", "register_converter", "register_fu
            "stateful_call",
            "Linear", "Embedding", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
            "Sequential", "ModuleList",
-           "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+           "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention",
            "leaf_name", "named_arrays", "named_parameters", "state_dict"]
