@@ -15,6 +15,9 @@
 """
 from . import _functions, _fx, _torch_modules  # noqa: F401  (register the table, fx, converters)
 from ._attention import MultiheadAttention
+from ._conv import Conv1d, Conv2d, Conv3d, PReLU
+from ._pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+                    AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
 from ._rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from ._convert import Converter, UnsupportedModuleError, from_torch, supported_modules
 from ._fx import TracedModule
@@ -33,4 +36,7 @@ __all__ = ["from_torch", "supported_modules", "register_converter", "register_fu
            "Linear", "Embedding", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
            "Sequential", "ModuleList",
            "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention",
+           "Conv1d", "Conv2d", "Conv3d", "PReLU", "MaxPool1d", "MaxPool2d", "AvgPool1d",
+           "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d",
            "leaf_name", "named_arrays", "named_parameters", "state_dict"]

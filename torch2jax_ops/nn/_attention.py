@@ -73,10 +73,6 @@ class MultiheadAttention(eqx.Module):
                  attn_mask: Optional[jax.Array] = None, average_attn_weights: bool = True,
                  is_causal: bool = False, *, dropout_key: Any = None) -> tuple:
         op = "MultiheadAttention"
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if hasattr(t, "is_nested") and getattr(t, "is_nested"):
-                raise TypeError(f"{op}: {name} is a nested tensor; pass a padded tensor and a "
-                                f"key_padding_mask")
         q_in, k_in, v_in = jnp.asarray(query), jnp.asarray(key), jnp.asarray(value)
         if q_in.ndim not in (2, 3):
             raise ValueError(f"{op}: query should be unbatched 2D or batched 3D tensor but "

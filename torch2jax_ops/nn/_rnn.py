@@ -160,7 +160,7 @@ class _RNNBase(NamedArrays):
             x = x[:, None]
         elif self.batch_first:
             x = jnp.swapaxes(x, 0, 1)
-        T, B = x.shape[0], x.shape[1]
+        B = x.shape[1]
         D = 2 if self.bidirectional else 1
         H = self.hidden_size
         H_out = self.proj_size if self.proj_size > 0 else H
