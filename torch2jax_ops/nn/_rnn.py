@@ -351,3 +351,18 @@ def _register() -> None:
 
 
 _register()
+
+
+def _refuse_packing(*args: Any, **kwargs: Any) -> Any:
+    raise TypeError(f"torch.nn.utils.rnn.pack_padded_sequence / pack_sequence: "
+                    f"{PACKED_SEQUENCE_HELP}")
+
+
+def _register_packed() -> None:
+    from ._registry import register_function
+    # pack_padded_sequence and pack_sequence both reach this op of torch's (what a traced
+    # forward records: torch's Python wrappers dispatch to it)
+    register_function("torch._C._VariableFunctions._pack_padded_sequence")(_refuse_packing)
+
+
+_register_packed()

@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from ....nn import LSTM, Converter, register_converter
