@@ -235,9 +235,77 @@ def _conv_pool_cases() -> dict:
     }
 
 
+def _more_cases() -> dict:
+    """The cheaper layers: activations, norms, reshapes, Bilinear, eval-mode dropouts."""
+    import torch.nn as nn
+
+    def x(*shapes, scale=2.0):
+        return lambda dtype: (tuple(_t(s, 1 + i, dtype, scale) for i, s in enumerate(shapes)),
+                              {})
+
+    act = (3, 4, 6)
+    cases = {f"{name}-activation": (make, x(act)) for name, make in {
+        "ReLU6": lambda: nn.ReLU6(), "Hardtanh": lambda: nn.Hardtanh(-2.0, 1.5),
+        "SELU": lambda: nn.SELU(), "CELU": lambda: nn.CELU(0.7), "Mish": lambda: nn.Mish(),
+        "Hardswish": lambda: nn.Hardswish(), "Hardsigmoid": lambda: nn.Hardsigmoid(),
+        "LogSigmoid": lambda: nn.LogSigmoid(), "Softsign": lambda: nn.Softsign(),
+        "Tanhshrink": lambda: nn.Tanhshrink(), "Softshrink": lambda: nn.Softshrink(0.3),
+        "Hardshrink": lambda: nn.Hardshrink(0.7), "Threshold": lambda: nn.Threshold(0.2, -1.0),
+        "GLU": lambda: nn.GLU(1), "Softmax": lambda: nn.Softmax(-1),
+        "LogSoftmax": lambda: nn.LogSoftmax(1), "Softmin": lambda: nn.Softmin(0)}.items()}
+    cases.update({
+        "Softmax-implicit-dim-3d": (lambda: nn.Softmax(), x(act)),
+        "BatchNorm2d": (lambda: nn.BatchNorm2d(4), x((3, 4, 5, 2))),
+        "BatchNorm2d-train": (lambda: nn.BatchNorm2d(4).train(), x((3, 4, 5, 2))),
+        "BatchNorm3d": (lambda: nn.BatchNorm3d(4, affine=False), x((2, 4, 3, 2, 2))),
+        "InstanceNorm1d": (lambda: nn.InstanceNorm1d(4), x((3, 4, 7))),
+        "InstanceNorm1d-affine-unbatched": (lambda: nn.InstanceNorm1d(4, affine=True),
+                                            x((4, 7))),
+        "InstanceNorm2d-affine": (lambda: nn.InstanceNorm2d(4, affine=True), x((2, 4, 3, 5))),
+        "InstanceNorm2d-tracked-eval": (
+            lambda: nn.InstanceNorm2d(4, affine=True, track_running_stats=True),
+            x((2, 4, 3, 5))),
+        "InstanceNorm3d": (lambda: nn.InstanceNorm3d(2), x((2, 2, 3, 2, 4))),
+        "GroupNorm": (lambda: nn.GroupNorm(2, 6), x((3, 6, 5))),
+        "GroupNorm-no-affine-2d": (lambda: nn.GroupNorm(3, 6, eps=1e-3, affine=False),
+                                   x((2, 6, 2, 3))),
+        "RMSNorm": (lambda: nn.RMSNorm(6), x((3, 4, 6))),
+        "RMSNorm-eps-2d-shape": (lambda: nn.RMSNorm((4, 6), eps=1e-3), x((3, 4, 6))),
+        "RMSNorm-no-affine": (lambda: nn.RMSNorm(6, elementwise_affine=False), x((5, 6))),
+        "Flatten": (lambda: nn.Flatten(), x((2, 3, 4, 5))),
+        "Flatten-range": (lambda: nn.Flatten(0, -2), x((2, 3, 4, 5))),
+        "Unflatten": (lambda: nn.Unflatten(1, (2, -1)), x((3, 8, 2))),
+        "Bilinear": (lambda: nn.Bilinear(3, 4, 5), x((6, 3), (6, 4))),
+        "Bilinear-no-bias-batched": (lambda: nn.Bilinear(3, 4, 2, bias=False),
+                                     x((2, 6, 3), (2, 6, 4))),
+        "Dropout1d-eval": (lambda: nn.Dropout1d(0.5), x((2, 3, 4))),
+        "Dropout2d-eval": (lambda: nn.Dropout2d(0.5), x((2, 3, 4, 2))),
+        "AlphaDropout-eval": (lambda: nn.AlphaDropout(0.3), x((2, 3))),
+        "FeatureAlphaDropout-eval": (lambda: nn.FeatureAlphaDropout(0.3), x((2, 3, 4))),
+    })
+    return cases
+
+
+#: labels whose module runs in training mode (batch statistics)
+TRAIN = ("BatchNorm2d-train",)
+
+
+def _buffers(module, seed: int):
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, b in module.named_buffers():
+            if name.endswith("running_mean"):
+                b.add_(0.3 * torch.randn(b.shape, generator=gen, dtype=b.dtype))
+            elif name.endswith("running_var"):
+                b.mul_(torch.rand(b.shape, generator=gen, dtype=b.dtype) + 0.5)
+    return module
+
+
 def all_layers() -> dict[str, tuple[Callable, Callable]]:
     """label -> (make the torch module, make (args, kwargs) for a dtype)."""
-    return {**_rnn_cases(), **_mha_cases(), **_conv_pool_cases()}
+    return {**_rnn_cases(), **_mha_cases(), **_conv_pool_cases(), **_more_cases()}
 
 
 def op_of(label: str) -> str:
@@ -255,8 +323,8 @@ def torch_nn_cases() -> Iterable[Case]:
                 from torch2jax_ops.nn import from_torch
 
                 torch.manual_seed(0)
-                module = _perturb(make(), sum(map(ord, label)))
-                module = module.to(dtypes.torch_dtype(dtype)).eval()
+                module = _buffers(_perturb(make(), sum(map(ord, label))), 3)
+                module = module.to(dtypes.torch_dtype(dtype)).train(label in TRAIN)
                 args, kwargs = make_args(dtype)
                 return module, from_torch(module, copy=True), args, kwargs, {}
             yield Case("torch_nn", op_of(label), dtype, label, build)

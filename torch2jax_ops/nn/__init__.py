@@ -21,8 +21,10 @@ from ._pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, Ada
 from ._rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from ._convert import Converter, UnsupportedModuleError, from_torch, supported_modules
 from ._fx import TracedModule
-from ._layers import (Activation, BatchNorm1d, Dropout, Embedding, Identity, LayerNorm, Linear,
-                      ModuleList, Sequential)
+from ._layers import (Activation, BatchNorm1d, BatchNorm2d, BatchNorm3d, Dropout, Embedding,
+                      Identity, LayerNorm, Linear, ModuleList, Sequential)
+from ._norms import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, RMSNorm
+from ._reshape import Bilinear, FeatureDropout, Flatten, Unflatten
 from ._naming import named_arrays, named_parameters, state_dict
 from ._registry import (RegistryConflict, register_converter, register_function,
                         register_method, unregister)
@@ -38,5 +40,7 @@ __all__ = ["from_torch", "supported_modules", "register_converter", "register_fu
            "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention",
            "Conv1d", "Conv2d", "Conv3d", "PReLU", "MaxPool1d", "MaxPool2d", "AvgPool1d",
            "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d",
-           "AdaptiveMaxPool2d",
+           "AdaptiveMaxPool2d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d",
+           "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "Bilinear", "FeatureDropout", "Flatten",
+           "Unflatten",
            "leaf_name", "named_arrays", "named_parameters", "state_dict"]
