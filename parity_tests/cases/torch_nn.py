@@ -282,12 +282,30 @@ def _more_cases() -> dict:
         "Dropout2d-eval": (lambda: nn.Dropout2d(0.5), x((2, 3, 4, 2))),
         "AlphaDropout-eval": (lambda: nn.AlphaDropout(0.3), x((2, 3))),
         "FeatureAlphaDropout-eval": (lambda: nn.FeatureAlphaDropout(0.3), x((2, 3, 4))),
+        "Dropout3d-eval": (lambda: nn.Dropout3d(0.5), x((2, 3, 2, 2, 2))),
+        # the layers ported before this section existed, by their class names
+        "ReLU-activation": (lambda: nn.ReLU(), x(act)),
+        "LeakyReLU-activation": (lambda: nn.LeakyReLU(0.2), x(act)),
+        "ELU-activation": (lambda: nn.ELU(0.8), x(act)),
+        "GELU-activation": (lambda: nn.GELU(), x(act)),
+        "GELU-tanh-activation": (lambda: nn.GELU(approximate="tanh"), x(act)),
+        "SiLU-activation": (lambda: nn.SiLU(), x(act)),
+        "Sigmoid-activation": (lambda: nn.Sigmoid(), x(act)),
+        "Tanh-activation": (lambda: nn.Tanh(), x(act)),
+        "Softplus-activation": (lambda: nn.Softplus(2.0, threshold=3.0), x(act)),
+        "Identity": (lambda: nn.Identity(), x(act)),
+        "Linear": (lambda: nn.Linear(6, 3), x(act)),
+        "Dropout-eval": (lambda: nn.Dropout(0.5), x(act)),
+        "BatchNorm1d": (lambda: nn.BatchNorm1d(4), x((5, 4, 3))),
+        "BatchNorm1d-train": (lambda: nn.BatchNorm1d(4), x((5, 4))),
+        "Sequential": (lambda: nn.Sequential(nn.Linear(6, 5), nn.PReLU(), nn.LayerNorm(5),
+                                             nn.Linear(5, 2)), x(act)),
     })
     return cases
 
 
 #: labels whose module runs in training mode (batch statistics)
-TRAIN = ("BatchNorm2d-train",)
+TRAIN = ("BatchNorm2d-train", "BatchNorm1d-train")
 
 
 def _buffers(module, seed: int):
