@@ -15,9 +15,12 @@
 """
 from . import _functions, _fx, _torch_modules  # noqa: F401  (register the table, fx, converters)
 from ._attention import MultiheadAttention
-from ._conv import Conv1d, Conv2d, Conv3d, PReLU
-from ._pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
-                    AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
+from ._conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+                    PReLU)
+from ._pad import ConstantPad, Pad
+from ._pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,
+                    AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
+                    MaxPool1d, MaxPool2d, MaxPool3d)
 from ._rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from ._convert import Converter, UnsupportedModuleError, from_torch, supported_modules
 from ._fx import TracedModule
@@ -42,5 +45,6 @@ __all__ = ["from_torch", "supported_modules", "register_converter", "register_fu
            "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d",
            "AdaptiveMaxPool2d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d",
            "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "Bilinear", "FeatureDropout", "Flatten",
-           "Unflatten",
+           "Unflatten", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
+           "Pad", "ConstantPad", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
            "leaf_name", "named_arrays", "named_parameters", "state_dict"]

@@ -1,5 +1,5 @@
 """torch.nn's pools over 1-3 spatial axes: ``MaxPool``, ``AvgPool``, ``AdaptiveAvgPool``,
-``AdaptiveMaxPool`` (1d/2d), channels first as torch: ``[N, C, *spatial]`` or ``[C, *spatial]``.
+``AdaptiveMaxPool`` (1d/2d/3d), channels first as torch: ``[N, C, *spatial]`` or ``[C, *spatial]``.
 
 Every pool is one gather: the windows are computed with numpy from the static
 shapes (``floor`` / ``ceil_mode`` output sizes, padding, dilation, torch's
@@ -20,9 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["MaxPoolNd", "AvgPoolNd", "AdaptivePoolNd", "MaxPool1d", "MaxPool2d", "AvgPool1d",
-           "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d",
-           "AdaptiveMaxPool2d", "pool_windows"]
+__all__ = ["MaxPoolNd", "AvgPoolNd", "AdaptivePoolNd", "MaxPool1d", "MaxPool2d", "MaxPool3d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+           "pool_windows"]
 
 
 def _out_size(n: int, k: int, s: int, p: int, d: int, ceil: bool, op: str) -> int:
@@ -204,12 +205,20 @@ class MaxPool2d(MaxPoolNd):
     """``torch.nn.MaxPool2d``: ``[N, C, H, W]`` -> ``[N, C, H_out, W_out]``."""
 
 
+class MaxPool3d(MaxPoolNd):
+    """``torch.nn.MaxPool3d``: ``[N, C, D, H, W]`` -> ``[N, C, D_out, H_out, W_out]``."""
+
+
 class AvgPool1d(AvgPoolNd):
     """``torch.nn.AvgPool1d``."""
 
 
 class AvgPool2d(AvgPoolNd):
     """``torch.nn.AvgPool2d``."""
+
+
+class AvgPool3d(AvgPoolNd):
+    """``torch.nn.AvgPool3d``."""
 
 
 class AdaptiveAvgPool1d(AdaptivePoolNd):
@@ -228,17 +237,29 @@ class AdaptiveMaxPool2d(AdaptivePoolNd):
     """``torch.nn.AdaptiveMaxPool2d``."""
 
 
+class AdaptiveAvgPool3d(AdaptivePoolNd):
+    """``torch.nn.AdaptiveAvgPool3d``."""
+
+
+class AdaptiveMaxPool3d(AdaptivePoolNd):
+    """``torch.nn.AdaptiveMaxPool3d``."""
+
+
+def _dims(m: Any) -> int:
+    return int(type(m).__name__[-2])
+
+
 def _max_pool(m: Any, ctx: Any) -> MaxPoolNd:
-    dims = 1 if type(m).__name__.endswith("1d") else 2
-    cls = MaxPool1d if dims == 1 else MaxPool2d
+    dims = _dims(m)
+    cls = {1: MaxPool1d, 2: MaxPool2d, 3: MaxPool3d}[dims]
     stride = m.stride if m.stride is not None else m.kernel_size
     return cls(_tuple(m.kernel_size, dims), _tuple(stride, dims), _tuple(m.padding, dims),
                _tuple(m.dilation, dims), bool(m.ceil_mode), bool(m.return_indices))
 
 
 def _avg_pool(m: Any, ctx: Any) -> AvgPoolNd:
-    dims = 1 if type(m).__name__.endswith("1d") else 2
-    cls = AvgPool1d if dims == 1 else AvgPool2d
+    dims = _dims(m)
+    cls = {1: AvgPool1d, 2: AvgPool2d, 3: AvgPool3d}[dims]
     stride = m.stride if m.stride is not None else m.kernel_size
     return cls(_tuple(m.kernel_size, dims), _tuple(stride, dims), _tuple(m.padding, dims),
                bool(m.ceil_mode), bool(m.count_include_pad),
@@ -247,16 +268,17 @@ def _avg_pool(m: Any, ctx: Any) -> AvgPoolNd:
 
 def _adaptive(m: Any, ctx: Any) -> AdaptivePoolNd:
     name = type(m).__name__
-    dims = 1 if name.endswith("1d") else 2
+    dims = _dims(m)
     mode = "max" if "Max" in name else "avg"
     cls = {("avg", 1): AdaptiveAvgPool1d, ("avg", 2): AdaptiveAvgPool2d,
-           ("max", 1): AdaptiveMaxPool1d, ("max", 2): AdaptiveMaxPool2d}[(mode, dims)]
+           ("avg", 3): AdaptiveAvgPool3d, ("max", 1): AdaptiveMaxPool1d,
+           ("max", 2): AdaptiveMaxPool2d, ("max", 3): AdaptiveMaxPool3d}[(mode, dims)]
     return cls(_tuple(m.output_size, dims), mode, bool(getattr(m, "return_indices", False)))
 
 
 def _register() -> None:
     from ._registry import register_converter
-    for d in (1, 2):
+    for d in (1, 2, 3):
         register_converter(f"torch.nn.modules.pooling.MaxPool{d}d")(_max_pool)
         register_converter(f"torch.nn.modules.pooling.AvgPool{d}d")(_avg_pool)
         register_converter(f"torch.nn.modules.pooling.AdaptiveAvgPool{d}d")(_adaptive)

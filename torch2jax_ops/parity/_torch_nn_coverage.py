@@ -38,9 +38,8 @@ REASONS: tuple[tuple[str, str], ...] = (
                       "(MultiheadAttention, Linear, LayerNorm, Dropout); write the layer "
                       "as a torch module of those and convert that"),
     (r"^(RReLU|FractionalMaxPool[23]d)$", _RANDOM),
-    (r"Pad[123]d$|^(PixelShuffle|PixelUnshuffle|ChannelShuffle|Upsample\w*|Fold|Unfold|"
+    (r"^(PixelShuffle|PixelUnshuffle|ChannelShuffle|Upsample\w*|Fold|Unfold|"
      r"MaxUnpool[123]d|LPPool[123]d|CrossMapLRN2d|LocalResponseNorm|Softmax2d)$", _IMAGE),
-    (r"3d$", "the 3-D variant: not ported yet (the 1-D/2-D ones are)"),
     (r"^EmbeddingBag$", "not ported yet: Embedding is; sum/mean the looked-up rows with "
                         "torch2jax_ops.torch_scatter"),
 )
