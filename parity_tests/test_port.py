@@ -261,8 +261,8 @@ def test_unsupported_leaf_names_path_class_and_how_to_register():
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.bag = torch.nn.EmbeddingBag(10, 4)
-            self.unused = torch.nn.EmbeddingBag(10, 4)  # never called: no error for it
+            self.bag = torch.nn.PixelShuffle(2)
+            self.unused = torch.nn.PixelShuffle(2)  # never called: no error for it
 
         def forward(self, x):
             return self.bag(x)
@@ -271,8 +271,8 @@ def test_unsupported_leaf_names_path_class_and_how_to_register():
     with pytest.raises(UnsupportedModuleError) as info:
         port(jnp.array([[1, 2], [3, 4]]))
     message = str(info.value)
-    assert "`bag` (torch.nn.modules.sparse.EmbeddingBag)" in message
-    assert "register_converter('torch.nn.modules.sparse.EmbeddingBag')" in message
+    assert "`bag` (torch.nn.modules.pixelshuffle.PixelShuffle)" in message
+    assert "register_converter('torch.nn.modules.pixelshuffle.PixelShuffle')" in message
 
 
 def test_data_dependent_forward_points_at_the_users_line():

@@ -154,6 +154,11 @@ def test_packed_sequence_is_refused_with_what_to_do():
      [jnp.ones((3, 2, 8))] * 3 + [jnp.zeros((2, 3), jnp.int32)], "bool and floating"),
     (lambda: torch.nn.MultiheadAttention(8, 2),
      [jnp.ones((3, 2, 8))] * 3 + [None, True, None, True, True], "Need attn_mask"),
+    (lambda: torch.nn.EmbeddingBag(10, 3, include_last_offset=True),
+     [jnp.arange(6), jnp.array([0, 2, 4])], "last offset must be len"),
+    (lambda: torch.nn.EmbeddingBag(10, 3), [jnp.arange(6), None, jnp.ones(6)],
+     "only supported for mode='sum'"),
+    (lambda: torch.nn.Flatten(2, 1), [jnp.ones((2, 3, 4))], "start_dim=2"),
 ])
 def test_bad_input_raises_naming_the_argument(make, args, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -168,6 +173,16 @@ def test_torch_rejects_the_same_bad_inputs():
         torch.nn.PReLU(4)(torch.ones(4))
     with pytest.raises(RuntimeError):
         torch.nn.GRU(4, 5, num_layers=2)(torch.ones(3, 2, 4), torch.ones(1, 2, 5))
+
+
+def test_torch_embedding_bag_disagrees_with_itself_past_the_last_offset():
+    """Why the port refuses a last offset short of len(input): torch's sum runs the last bag
+    to its offset while its mean divides by the ids up to the end of input."""
+    bag = torch.nn.EmbeddingBag(10, 1, mode="mean", include_last_offset=True)
+    with torch.no_grad():
+        bag.weight.copy_(torch.ones(10, 1))
+    ids = torch.arange(10)
+    assert bag(ids, torch.tensor([0, 3, 7]))[1].item() == pytest.approx(4 / 7)
 
 
 def test_ports_keep_torch_state_dict_names():

@@ -316,6 +316,21 @@ def _more_cases() -> dict:
         "AvgPool3d-pad": (lambda: nn.AvgPool3d(2, padding=1), x((1, 2, 4, 5, 3))),
         "AdaptiveAvgPool3d": (lambda: nn.AdaptiveAvgPool3d((2, 3, None)), x((1, 2, 4, 5, 3))),
         "AdaptiveMaxPool3d": (lambda: nn.AdaptiveMaxPool3d(2), x((1, 2, 4, 5, 3))),
+        "CosineSimilarity": (lambda: nn.CosineSimilarity(), x((4, 5, 3), (4, 5, 3))),
+        "CosineSimilarity-clamped-broadcast": (lambda: nn.CosineSimilarity(-1, eps=0.5),
+                                               x((4, 5, 3), (1, 5, 3), scale=0.2)),
+        "PairwiseDistance": (lambda: nn.PairwiseDistance(), x((4, 5), (4, 5))),
+        "PairwiseDistance-p1.5-keepdim": (lambda: nn.PairwiseDistance(1.5, keepdim=True),
+                                          x((4, 5), (4, 5))),
+        "PairwiseDistance-inf": (lambda: nn.PairwiseDistance(float("inf")), x((4, 5), (1, 5))),
+        "EmbeddingBag-mean-offsets": (lambda: nn.EmbeddingBag(10, 3), _bag(False)),
+        "EmbeddingBag-sum-weighted": (lambda: nn.EmbeddingBag(10, 3, mode="sum"), _bag(True)),
+        "EmbeddingBag-max": (lambda: nn.EmbeddingBag(10, 3, mode="max"), _bag(False)),
+        "EmbeddingBag-mean-padding-last-offset": (
+            lambda: nn.EmbeddingBag(10, 3, padding_idx=4, include_last_offset=True),
+            _bag(False, last=True)),
+        "EmbeddingBag-max-2d-padding": (lambda: nn.EmbeddingBag(10, 3, mode="max",
+                                                                padding_idx=0), _bag(False, 2)),
         # the layers ported before this section existed, by their class names
         "ReLU-activation": (lambda: nn.ReLU(), x(act)),
         "LeakyReLU-activation": (lambda: nn.LeakyReLU(0.2), x(act)),
@@ -335,6 +350,20 @@ def _more_cases() -> dict:
                                              nn.Linear(5, 2)), x(act)),
     })
     return cases
+
+
+def _bag(weighted: bool, ndim: int = 1, last: bool = False) -> Callable:
+    """EmbeddingBag inputs: ids with a repeated id, an empty bag and padding ids (4, 0)."""
+    import torch
+
+    def make(dtype):
+        ids = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 0])
+        if ndim == 2:
+            return (ids.reshape(5, 2),), {}
+        offsets = torch.tensor([0, 3, 3, 10] if last else [0, 2, 2, 6])
+        kwargs = {"per_sample_weights": _t((10,), 5, dtype)} if weighted else {}
+        return (ids, offsets), kwargs
+    return make
 
 
 #: labels whose module runs in training mode (batch statistics)

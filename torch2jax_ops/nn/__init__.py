@@ -17,6 +17,8 @@ from . import _functions, _fx, _torch_modules  # noqa: F401  (register the table
 from ._attention import MultiheadAttention
 from ._conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
                     PReLU)
+from ._distance import CosineSimilarity, PairwiseDistance
+from ._embedding_bag import EmbeddingBag
 from ._pad import ConstantPad, Pad
 from ._pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,
                     AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
@@ -47,4 +49,5 @@ __all__ = ["from_torch", "supported_modules", "register_converter", "register_fu
            "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "Bilinear", "FeatureDropout", "Flatten",
            "Unflatten", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
            "Pad", "ConstantPad", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+           "EmbeddingBag", "CosineSimilarity", "PairwiseDistance",
            "leaf_name", "named_arrays", "named_parameters", "state_dict"]

@@ -40,8 +40,6 @@ REASONS: tuple[tuple[str, str], ...] = (
     (r"^(RReLU|FractionalMaxPool[23]d)$", _RANDOM),
     (r"^(PixelShuffle|PixelUnshuffle|ChannelShuffle|Upsample\w*|Fold|Unfold|"
      r"MaxUnpool[123]d|LPPool[123]d|CrossMapLRN2d|LocalResponseNorm|Softmax2d)$", _IMAGE),
-    (r"^EmbeddingBag$", "not ported yet: Embedding is; sum/mean the looked-up rows with "
-                        "torch2jax_ops.torch_scatter"),
 )
 
 
