@@ -202,3 +202,38 @@ def test_set2set_runs_the_lstm_port():
     assert isinstance(port.lstm, LSTM)
     leaves = jax.tree_util.tree_leaves(eqx.filter(port, eqx.is_array))
     assert len(leaves) == 4
+
+
+def _one_case_per_layer() -> list:
+    """The first float32 torch_nn case of every op whose call takes positional inputs only."""
+    from torch2jax_ops.parity import _suite as suite
+
+    chosen: dict = {}
+    for case in suite.cases("torch_nn"):
+        if case.dtype == "float32" and case.op not in chosen:
+            chosen[case.op] = case
+    return list(chosen.values())
+
+
+class _UserModel(torch.nn.Module):
+    """A user's model around one layer: the fx path traces its forward and calls the port."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, *inputs):
+        return self.layer(*inputs)
+
+
+@pytest.mark.parametrize("case", _one_case_per_layer(), ids=lambda c: c.op)
+def test_each_layer_inside_a_user_model_under_jit_and_grad(case):
+    module, _, args, kwargs, _ = case.build()
+    assert not kwargs, f"{case.id}: the first case of a layer passes its inputs by position"
+    model = _UserModel(module)
+    port = from_torch(model)
+    assert type(port).__name__.startswith("TracedModule")
+    result = compare_modules(model, port, *args)  # jitted forward + every gradient
+    assert result.passed, str(result)
+    assert any(leaf.path.startswith("grad") for leaf in result.leaves) or not list(
+        module.parameters())
