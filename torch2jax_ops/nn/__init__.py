@@ -7,7 +7,9 @@
 * :func:`register_converter`, :func:`register_function`,
   :func:`register_method`: add your own ports to the one registry (a taken key
   raises :class:`RegistryConflict` unless ``replace=True``; :func:`unregister`);
-* the equinox modules of the torch.nn layers (``Linear`` ...);
+* the equinox modules of the torch.nn layers (``Linear`` ..., the recurrent layers
+  ``RNN``/``LSTM``/``GRU`` and their cells, ``MultiheadAttention``, convolutions,
+  pools, padding, norms; ``migration_guide/torch_nn.md`` lists them all);
 * naming: a JAX module's array leaves get the dotted names torch gives
   parameters and buffers (attribute names joined by dots, list positions as
   numbers), so an ``mlp.lins[0].weight`` leaf is ``"lins.0.weight"``, exactly
