@@ -159,14 +159,15 @@ def test_keyword_arguments_must_end_in_dict():
 
 
 def test_a_conv_without_a_port_fails_when_its_relation_runs():
-    """An LSTM has no port: the other relations still run; once its edge type has edges,
-    the error names the module, the edge type and how to register a port."""
-    h = tnn.HeteroConv({("a", "r", "b"): torch.nn.LSTM(3, 3), ("b", "s", "b"): tnn.SAGEConv(3, 3)})
+    """A PixelShuffle has no port: the other relations still run; once its edge type has
+    edges, the error names the module, the edge type and how to register a port."""
+    h = tnn.HeteroConv({("a", "r", "b"): torch.nn.PixelShuffle(2),
+                        ("b", "s", "b"): tnn.SAGEConv(3, 3)})
     port = from_torch(h)
     x = {"a": jnp.ones((2, 3)), "b": jnp.arange(6.0).reshape(2, 3)}
     ring = jnp.array([[0, 1], [1, 0]])
     assert set(port(x, {("b", "s", "b"): ring})) == {"b"}
-    with pytest.raises(UnsupportedModuleError, match=r"LSTM(.|\n)*\('a', 'r', 'b'\)"):
+    with pytest.raises(UnsupportedModuleError, match=r"PixelShuffle(.|\n)*\('a', 'r', 'b'\)"):
         port(x, {("b", "s", "b"): ring, ("a", "r", "b"): ring})
 
 

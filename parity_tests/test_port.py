@@ -261,18 +261,18 @@ def test_unsupported_leaf_names_path_class_and_how_to_register():
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.rnn = torch.nn.GRU(4, 4)
-            self.unused = torch.nn.LSTM(4, 4)  # never called: no error for it
+            self.bag = torch.nn.PixelShuffle(2)
+            self.unused = torch.nn.PixelShuffle(2)  # never called: no error for it
 
         def forward(self, x):
-            return self.rnn(x)[0]
+            return self.bag(x)
 
     port = from_torch(Net())
     with pytest.raises(UnsupportedModuleError) as info:
-        port(jnp.ones((2, 3, 4)))
+        port(jnp.array([[1, 2], [3, 4]]))
     message = str(info.value)
-    assert "`rnn` (torch.nn.modules.rnn.GRU)" in message
-    assert "register_converter('torch.nn.modules.rnn.GRU')" in message
+    assert "`bag` (torch.nn.modules.pixelshuffle.PixelShuffle)" in message
+    assert "register_converter('torch.nn.modules.pixelshuffle.PixelShuffle')" in message
 
 
 def test_data_dependent_forward_points_at_the_users_line():

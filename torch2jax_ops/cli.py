@@ -115,7 +115,9 @@ def _parity(args: argparse.Namespace) -> int:
 def _generators() -> dict:
     from .nn._registry import mapping_table
     from .parity._coverage import coverage_table
-    return {"mapping-table": mapping_table, "coverage-table": coverage_table}
+    from .parity._torch_nn_coverage import torch_nn_coverage_table
+    return {"mapping-table": mapping_table, "coverage-table": coverage_table,
+            "torch-nn-coverage-table": torch_nn_coverage_table}
 
 
 _GENERATED = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end generated -->)", re.S)

@@ -19,6 +19,7 @@ from .._sharding import sharding_aware
 from ._state import next_key, record_update
 
 __all__ = ["Linear", "Embedding", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
+           "BatchNorm2d", "BatchNorm3d",
            "Sequential", "ModuleList", "ACTIVATIONS", "dropout"]
 
 
@@ -72,6 +73,13 @@ class Identity(eqx.Module):
         return x
 
 
+def _softmax_dim(x: jax.Array, dim: Optional[int]) -> int:
+    """torch's implicit softmax dim (``dim=None``): 0 for 0-, 1- and 3-D inputs, else 1."""
+    if dim is not None:
+        return dim
+    return 0 if x.ndim in (0, 1, 3) else 1
+
+
 def _gelu(x, approximate="none"):
     return jax.nn.gelu(x, approximate=approximate == "tanh")
 
@@ -88,6 +96,31 @@ ACTIVATIONS: dict[str, tuple[Callable, tuple]] = {
     "Sigmoid": (jax.nn.sigmoid, ()),
     "Softplus": (lambda x, beta=1.0, threshold=20.0: jnp.where(
         x * beta > threshold, x, jax.nn.softplus(x * beta) / beta), ("beta", "threshold")),
+    "ReLU6": (lambda x: jnp.clip(x, 0, 6), ()),
+    "Hardtanh": (lambda x, min_val=-1.0, max_val=1.0: jnp.clip(x, min_val, max_val),
+                 ("min_val", "max_val")),
+    "SELU": (jax.nn.selu, ()),
+    "CELU": (lambda x, alpha=1.0: jnp.maximum(x, 0) + jnp.minimum(
+        0, alpha * jnp.expm1(x / alpha)), ("alpha",)),
+    "Mish": (lambda x: x * jnp.tanh(jax.nn.softplus(x)), ()),
+    "Hardswish": (lambda x: x * jnp.clip(x + 3, 0, 6) / 6, ()),
+    "Hardsigmoid": (lambda x: jnp.clip(x + 3, 0, 6) / 6, ()),
+    "LogSigmoid": (jax.nn.log_sigmoid, ()),
+    "Softsign": (lambda x: x / (1 + jnp.abs(x)), ()),
+    "Tanhshrink": (lambda x: x - jnp.tanh(x), ()),
+    "Softshrink": (lambda x, lambd=0.5: jnp.where(
+        x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, jnp.zeros((), x.dtype))),
+        ("lambd",)),
+    "Hardshrink": (lambda x, lambd=0.5: jnp.where(jnp.abs(x) > lambd, x,
+                                                  jnp.zeros((), x.dtype)), ("lambd",)),
+    "Threshold": (lambda x, threshold=0.0, value=0.0: jnp.where(
+        x > threshold, x, jnp.asarray(value, x.dtype)), ("threshold", "value")),
+    "GLU": (lambda x, dim=-1: (lambda a, b: a * jax.nn.sigmoid(b))(
+        *jnp.split(x, 2, axis=dim)), ("dim",)),
+    "Softmax": (lambda x, dim=None: jax.nn.softmax(x, axis=_softmax_dim(x, dim)), ("dim",)),
+    "LogSoftmax": (lambda x, dim=None: jax.nn.log_softmax(x, axis=_softmax_dim(x, dim)),
+                   ("dim",)),
+    "Softmin": (lambda x, dim=None: jax.nn.softmax(-x, axis=_softmax_dim(x, dim)), ("dim",)),
 }
 
 
@@ -184,16 +217,21 @@ class BatchNorm1d(eqx.Module):
     momentum: Optional[float] = eqx.field(static=True, default=0.1)
     training: bool = eqx.field(static=True, default=False)
 
+    #: the input ranks accepted, and how the error names them
+    _ndims = (2, 3)
+    _layouts = "a 2-D [N, C] or 3-D [N, C, L]"
+
     def __call__(self, x: jax.Array) -> jax.Array:
-        if x.ndim not in (2, 3):
-            raise ValueError(f"BatchNorm1d: expected a 2-D [N, C] or 3-D [N, C, L] input, got "
-                             f"shape {tuple(x.shape)}")
+        op = type(self).__name__
+        if x.ndim not in self._ndims:
+            raise ValueError(f"{op}: expected {self._layouts} input, got shape "
+                             f"{tuple(x.shape)}")
         shape = (1, -1) + (1,) * (x.ndim - 2)
         if self.training or self.running_mean is None:
-            axes = (0,) if x.ndim == 2 else (0, 2)
+            axes = (0,) + tuple(range(2, x.ndim))
             count = x.size // x.shape[1]
             if self.training and count <= 1:
-                raise ValueError(f"BatchNorm1d: expected more than 1 value per channel when "
+                raise ValueError(f"{op}: expected more than 1 value per channel when "
                                  f"training, got input size {tuple(x.shape)}")
             mean = jnp.mean(x, axis=axes, keepdims=True)
             var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
@@ -226,6 +264,18 @@ class BatchNorm1d(eqx.Module):
         rv = ((1 - m) * self.running_var + m * var).astype(self.running_var.dtype)
         return eqx.tree_at(lambda b: (b.running_mean, b.running_var, b.num_batches_tracked),
                            self, (rm, rv, tracked), is_leaf=lambda v: v is None)
+
+
+class BatchNorm2d(BatchNorm1d):
+    """``torch.nn.BatchNorm2d``: :class:`BatchNorm1d` over ``x [N, C, H, W]``."""
+    _ndims = (4,)
+    _layouts = "a 4-D [N, C, H, W]"
+
+
+class BatchNorm3d(BatchNorm1d):
+    """``torch.nn.BatchNorm3d``: :class:`BatchNorm1d` over ``x [N, C, D, H, W]``."""
+    _ndims = (5,)
+    _layouts = "a 5-D [N, C, D, H, W]"
 
 
 class _Indexed:

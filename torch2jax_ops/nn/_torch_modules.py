@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ._convert import Converter
-from ._layers import (ACTIVATIONS, Activation, BatchNorm1d, Dropout, Embedding, Identity,
-                     LayerNorm, Linear, ModuleList, Sequential)
+from ._layers import (ACTIVATIONS, Activation, BatchNorm1d, BatchNorm2d, BatchNorm3d, Dropout,
+                      Embedding, Identity, LayerNorm, Linear, ModuleList, Sequential)
 from ._registry import register_converter
 
 __all__: list = []
@@ -55,10 +55,14 @@ def _layer_norm(m, ctx):
                      ctx.array(m.bias))
 
 
-@register_converter("torch.nn.modules.batchnorm.BatchNorm1d")
+@register_converter("torch.nn.modules.batchnorm.BatchNorm1d",
+                    "torch.nn.modules.batchnorm.BatchNorm2d",
+                    "torch.nn.modules.batchnorm.BatchNorm3d")
 def _batch_norm(m, ctx):
     tracked = m.num_batches_tracked if m.track_running_stats else None
-    return BatchNorm1d(float(m.eps), ctx.array(m.weight), ctx.array(m.bias),
+    cls = {"BatchNorm1d": BatchNorm1d, "BatchNorm2d": BatchNorm2d,
+           "BatchNorm3d": BatchNorm3d}[type(m).__name__]
+    return cls(float(m.eps), ctx.array(m.weight), ctx.array(m.bias),
                        ctx.array(m.running_mean), ctx.array(m.running_var),
                        ctx.array(tracked, allow_downcast=True), momentum=m.momentum,
                        training=m.training)
