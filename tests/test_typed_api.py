@@ -210,6 +210,13 @@ def _reveal_all() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _guide_block() -> str:
+    """The python block of migration_guide/distributed.md's section on the signature."""
+    page = (PACKAGE.parent / "migration_guide" / "distributed.md").read_text()
+    section = page.split("### `out_sharding=` is in every op's own signature", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
 @pytest.fixture(scope="module")
 def mypy_run(tmp_path_factory):
     api = pytest.importorskip("mypy.api")
@@ -217,6 +224,7 @@ def mypy_run(tmp_path_factory):
     (folder / "good.py").write_text(_GOOD)
     (folder / "bad.py").write_text(_BAD)
     (folder / "reveal.py").write_text(_reveal_all())
+    (folder / "guide.py").write_text(_guide_block())
     # this checkout's package (MYPYPATH comes before site-packages), the project's config
     env_before = os.environ.get("MYPYPATH")
     os.environ["MYPYPATH"] = str(PACKAGE.parent)
@@ -224,7 +232,8 @@ def mypy_run(tmp_path_factory):
         stdout, stderr, status = api.run([
             "--config-file", str(PACKAGE.parent / "pyproject.toml"),
             "--cache-dir", str(folder / "cache"), "--no-error-summary", "--show-error-codes",
-            str(folder / "good.py"), str(folder / "bad.py"), str(folder / "reveal.py")])
+            str(folder / "good.py"), str(folder / "bad.py"), str(folder / "reveal.py"),
+            str(folder / "guide.py")])
     finally:
         if env_before is None:
             os.environ.pop("MYPYPATH", None)
@@ -232,7 +241,7 @@ def mypy_run(tmp_path_factory):
             os.environ["MYPYPATH"] = env_before
     by_file: dict = {}
     for line in stdout.splitlines():
-        match = re.match(r"(.*?(good|bad|reveal)\.py):(\d+): (error|note): (.*)", line)
+        match = re.match(r"(.*?(good|bad|reveal|guide)\.py):(\d+): (error|note): (.*)", line)
         if match:
             by_file.setdefault(match.group(2), []).append(
                 (int(match.group(3)), match.group(4), match.group(5)))
@@ -242,6 +251,12 @@ def mypy_run(tmp_path_factory):
 def test_mypy_accepts_out_sharding_on_public_ops_and_layers(mypy_run):
     by_file, text = mypy_run
     assert by_file.get("good", []) == [], text
+
+
+def test_the_guide_snippet_type_checks(mypy_run):
+    by_file, text = mypy_run
+    assert "out_sharding=NamedSharding" in _guide_block()
+    assert by_file.get("guide", []) == [], text
 
 
 def test_mypy_rejects_a_wrong_out_sharding(mypy_run):
