@@ -200,15 +200,17 @@ if IN_CHILD:
                 assert leaf.sharding.mesh.shape == mesh.shape, (mode, leaf.sharding)
 
     def test_explicit_mode_needs_the_boundary():
-        """The rule the wrapper guards: the unwrapped op raises in Explicit mode."""
+        """The rule the wrapper guards: the op's body (``__wrapped__``) raises in Explicit mode."""
+        body = _private_scatter.scatter_sum.__wrapped__  # the module attribute is the wrapper
+        assert _private_scatter.scatter_sum is T.scatter_sum
         mesh = mesh_of("explicit")
         with jax.set_mesh(mesh):
             s = jax.device_put(SRC, NamedSharding(mesh, P("e")))
             i = jax.device_put(IDS, NamedSharding(mesh, P("e")))
             with pytest.raises(Exception, match="out_sharding"):
-                jax.jit(lambda s, i: _private_scatter.scatter_sum(s, i, 0, dim_size=N))(s, i)
+                jax.jit(lambda s, i: body(s, i, 0, dim_size=N))(s, i)
             out = jax.jit(lambda s, i: T.scatter_sum(s, i, 0, dim_size=N))(s, i)
-        close(out, _private_scatter.scatter_sum(SRC, IDS, 0, dim_size=N))
+        close(out, body(SRC, IDS, 0, dim_size=N))
 
     @pytest.mark.parametrize("mode", MODES)
     def test_gradients_through_sharded_ops_equal_one_device(mode):
@@ -269,6 +271,21 @@ if IN_CHILD:
         assert list(mp.parameters)[-2:] == ["out_sharding", "kwargs"]
         assert sharding_aware(T.scatter) is T.scatter
         assert sharding_mode() == "none"
+        # the parameter is declared where the op is defined, not added by the wrapper
+        body = inspect.signature(T.scatter.__wrapped__)
+        assert body.parameters["out_sharding"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert body.parameters["out_sharding"].default is None
+
+        def undeclared(x):
+            return x
+
+        def positional(x, out_sharding=None):
+            return x
+
+        for fn in (undeclared, positional):
+            with pytest.raises(TypeError, match="must declare the keyword-only parameter "
+                                                "`out_sharding"):
+                sharding_aware(fn)
 
     def test_checks_still_raise_under_checked_in_explicit_vmap():
         """The debug-check helper: checkify's batching rule fails on an Explicit-sharded batch."""
@@ -427,7 +444,7 @@ if IN_CHILD:
             lin: Linear
 
             @sharding_aware
-            def __call__(self, x, edge_index):
+            def __call__(self, x, edge_index, *, out_sharding=None):
                 h = self.lin(x)
                 return jnp.sum(h[edge_index[0]] * h[edge_index[1]], -1)
 
@@ -435,7 +452,7 @@ if IN_CHILD:
             lin: Linear
 
             @sharding_aware
-            def __call__(self, x, edge_index):
+            def __call__(self, x, edge_index, *, out_sharding=None):
                 out_deg = jax.ops.segment_sum(jnp.ones(edge_index.shape[1]), edge_index[0],
                                               x.shape[0])
                 return self.lin(x) * out_deg[:, None]

@@ -13,20 +13,54 @@ JAX places arrays on a ``jax.sharding.Mesh`` in one of two modes (the mesh's
   arrays, ``sort``) raises ``ShardingTypeError`` unless told where the output
   goes.
 
-:func:`sharding_aware` wraps a public op (or a layer's ``__call__``) ONCE, at
-the API boundary, so the one implementation serves every mode: under an
-Explicit mesh it runs the body with those mesh axes switched to Auto (what
-``jax.sharding.auto_axes`` does) and gives the result the sharding of
-``out_sharding=`` (default: see :func:`default_out_spec`); without a mesh or
-on an Auto mesh it calls the function as it is. The wrapper also adds the
-keyword-only ``out_sharding=`` argument.
+Where the wrapper is, and what it adds
+--------------------------------------
+:func:`sharding_aware` decorates each public op and each layer's ``__call__``
+(or ``MessagePassing.propagate``) ONCE, where it is defined: the module's
+attribute *is* the public function (``torch2jax_ops.scatter is
+torch2jax_ops.torch_scatter._scatter.scatter``), and no ``__init__`` rebinds
+anything at import time. Each decorated function declares the keyword-only
+parameter ``out_sharding: OutSharding = None`` in its own signature, so type
+checkers (the package ships ``py.typed``) and ``inspect.signature`` see it; the
+decorator refuses a function that does not declare it. The wrapper consumes
+the argument: the body always receives ``None`` and never reads it.
 
-A layer's ``__call__`` given the ``edge_index`` of a
-:class:`torch2jax_ops.distributed.ShardedGraph` is run by that graph's layout
-instead (a ``shard_map`` over the mesh that communicates O(N*F) per layer):
-the graph's arrays are *tagged* here (:func:`tag_array`), and the layout object
-provides the ``call`` method. This module imports nothing of the package above
-the base layer.
+Why a declared parameter and not a decorator that adds one: PEP 612 cannot
+type "the same parameters plus one keyword" (a ``Protocol`` with
+``*args: P.args, out_sharding: ..., **kwargs: P.kwargs`` is rejected by mypy:
+"Arguments not allowed after ParamSpec.args", and ``Concatenate`` only
+prepends positional parameters). So :func:`sharding_aware` is typed as the
+identity on the signature (``Callable[Param, R] -> Callable[Param, R]``), and
+the signature itself carries ``out_sharding``.
+
+The three paths of one call (decided on every call, in :func:`sharding_aware`'s wrapper)
+----------------------------------------------------------------------------------------
+1. **A sharded graph (layers only) -> shard_map.** The wrapper of a *method*
+   (first parameter ``self``: a layer's ``__call__`` or
+   ``MessagePassing.propagate``) looks at the ids of its array arguments.
+   :func:`torch2jax_ops.distributed.shard_graph` *tags* the arrays of the
+   :class:`~torch2jax_ops.distributed.ShardedGraph` it builds
+   (:func:`tag_array`: its ``edge_index`` and per-edge arrays, and under
+   ``jax.jit`` the tracers that stand for them) with an ``EdgeTag`` naming
+   the graph's ``GraphLayout``. If one argument carries such a tag and the
+   call is not already inside a ``shard_map`` (mode ``"manual"``), the call
+   goes to ``tag.call`` -> ``GraphLayout.call``
+   (``torch2jax_ops/distributed/_layout.py``): one ``shard_map`` over the
+   mesh, O(N*F) communicated per aggregation -- or, when the layer's program
+   does something that rule cannot make exact (``flow="target_to_source"``,
+   a scatter keyed by anything but ``edge_index[1]``, per-edge outputs), a
+   warning and path 2/3. A layer given plain arrays (not from
+   ``shard_graph``), and every public *function*, never takes this path.
+2. **An Explicit mesh -> the boundary.** Arrays on a mesh with Explicit axes
+   (from ``jax.set_mesh`` or the arrays' types): the body runs with those
+   axes switched to Auto (what ``jax.sharding.auto_axes`` does) and the
+   result is resharded to ``out_sharding`` (default: :func:`default_out_spec`).
+3. **No mesh, or an Auto mesh -> the body as it is**; ``out_sharding``, if
+   given, becomes a sharding constraint on the result.
+
+Calls nested inside a wrapped call see the Auto (or Manual) axes the outer
+wrapper set up, so they take path 3: one boundary per public call. This
+module imports nothing of the package above the base layer.
 """
 from __future__ import annotations
 
@@ -35,20 +69,28 @@ import functools
 import inspect
 import math
 import weakref
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Optional, ParamSpec, Tuple, TypeVar, Union
 
 import jax
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-__all__ = ["sharding_aware", "sharding_mode", "explicit_mesh", "default_out_spec",
-           "plain_call", "tag_array", "array_tag"]
+__all__ = ["OutSharding", "sharding_aware", "sharding_mode", "explicit_mesh",
+           "default_out_spec", "plain_call", "tag_array", "array_tag"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+Param = ParamSpec("Param")
+R = TypeVar("R")
+
+#: The type of the ``out_sharding=`` keyword of every public op and layer: a
+#: ``PartitionSpec`` (needs ``jax.set_mesh``), a ``jax.sharding.Sharding``
+#: (``NamedSharding``), a tuple / list / dict of them matching the output's
+#: structure (``scatter_max`` returns a tuple), or None (the default placement).
+OutSharding = Optional[Union[P, jax.sharding.Sharding, Tuple[Any, ...], List[Any],
+                             Dict[Any, Any]]]
 
 _OUT_SHARDING_DOC = """
 
-    ``out_sharding`` (keyword-only, added by :func:`torch2jax_ops._sharding.sharding_aware`):
+    ``out_sharding`` (keyword-only, handled by :func:`torch2jax_ops._sharding.sharding_aware`):
     where the result goes when the arrays live on a ``jax.sharding.Mesh``: a
     ``PartitionSpec`` (needs ``jax.set_mesh``), a ``NamedSharding``, or a pytree
     of them matching the output. Default: the output keeps the input's sharding
@@ -306,55 +348,71 @@ def _graph_tag(leaves: list, is_layer: bool) -> Any:
 
 # ------------------------------------------------------------------ the decorator
 
-_WRAPPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LAYER_DOC = """
+
+    Multi-device (added by :func:`torch2jax_ops._sharding.sharding_aware`): given
+    the ``edge_index`` (or per-edge arrays) of a
+    :class:`torch2jax_ops.distributed.ShardedGraph`, this call runs on the
+    graph's layout (one ``shard_map``; see ``torch2jax_ops.distributed``), or
+    falls back to JAX's automatic partitioning with a warning where that path
+    cannot be exact; any other arguments take the path of a public op.
+"""
 
 
-def sharding_aware(fn: F) -> F:
+def _check_declares_out_sharding(fn: Callable) -> None:
+    """The rule of this module: ``fn`` declares ``*, out_sharding: OutSharding = None`` itself."""
+    param = inspect.signature(fn).parameters.get("out_sharding")
+    if param is None or param.kind is not inspect.Parameter.KEYWORD_ONLY \
+            or param.default is not None:
+        raise TypeError(
+            f"sharding_aware: {fn.__module__}.{fn.__qualname__} must declare the keyword-only "
+            f"parameter `out_sharding: OutSharding = None` in its own signature (so type "
+            f"checkers see it; the decorator handles the value, the body gets None)")
+
+
+def sharding_aware(fn: Callable[Param, R]) -> Callable[Param, R]:
     """Make a public op or a layer's ``__call__`` work on arrays placed on a ``jax.sharding.Mesh``.
 
-    The one implementation is called in every mode:
+    Apply it where the function is defined; ``fn`` must declare
+    ``*, out_sharding: OutSharding = None`` (else ``TypeError``). The one
+    implementation is called in every mode (the three paths of the module
+    docstring, decided on every call):
 
-    * no mesh, or an Auto mesh: ``fn`` as it is (``out_sharding``, if given,
-      becomes a sharding constraint on the result);
+    * a layer (a method: first parameter ``self``) given the arrays of a
+      :class:`torch2jax_ops.distributed.ShardedGraph` (tagged by
+      :func:`tag_array`), outside a ``shard_map``: the graph's layout runs it
+      (one ``shard_map``, O(N*F) communicated per layer);
     * an Explicit mesh (from ``jax.set_mesh`` or the arguments' types): ``fn``
       runs with those axes switched to Auto, and the result is resharded to
       ``out_sharding`` (default: :func:`default_out_spec`);
-    * a layer (a method: first parameter ``self``) given the arrays of a
-      :class:`torch2jax_ops.distributed.ShardedGraph`: the graph's layout runs
-      it (one ``shard_map``, O(N*F) communicated per layer).
+    * no mesh, or an Auto mesh: ``fn`` as it is (``out_sharding``, if given,
+      becomes a sharding constraint on the result).
 
-    Adds the keyword-only ``out_sharding=None`` argument; name, docstring
-    (with a note appended) and signature (``__signature__``) are kept.
-    Wrapping twice returns the first wrapper.
+    The wrapper consumes ``out_sharding``: the body is called without it.
+    Name, docstring (with a note appended), ``__wrapped__`` and so the
+    signature are ``fn``'s. Wrapping a wrapper returns it unchanged.
     """
     if getattr(fn, "__sharding_aware__", False):
         return fn
-    if fn in _WRAPPERS:  # one wrapper per function: re-exports stay the same object
-        return _WRAPPERS[fn]
-    signature = inspect.signature(fn)
-    params = list(signature.parameters.values())
-    if "out_sharding" in signature.parameters:
-        raise TypeError(f"sharding_aware: {fn.__qualname__} already has an `out_sharding` "
-                        f"parameter")
-    is_layer = bool(params) and params[0].name == "self"
-    extra = inspect.Parameter("out_sharding", inspect.Parameter.KEYWORD_ONLY, default=None)
-    at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
-    params.insert(at, extra)
+    _check_declares_out_sharding(fn)
+    params = list(inspect.signature(fn).parameters)
+    is_layer = bool(params) and params[0] == "self"
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, out_sharding: Any = None, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, out_sharding: OutSharding = None, **kwargs: Any) -> Any:
         leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if _is_jax(x)]
+        # path 1 (layers only): an argument tagged by shard_graph -> the graph's shard_map
         graph = _graph_tag(leaves, is_layer)
         if graph is not None and sharding_mode(leaves) != "manual":
             return graph.call(fn, args, kwargs, out_sharding)
+        # path 2: an Explicit mesh -> the body on Auto axes, the result resharded
         mesh = explicit_mesh(leaves)
         if mesh is not None:
             return _boundary(fn, args, kwargs, out_sharding, mesh)
+        # path 3: no mesh / Auto mesh -> the body as it is
         out = fn(*args, **kwargs)
         return out if out_sharding is None else _constrain(out, out_sharding, leaves)
 
-    wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__doc__ = (fn.__doc__ or "") + _OUT_SHARDING_DOC
+    wrapper.__doc__ = (fn.__doc__ or "") + _OUT_SHARDING_DOC + (_LAYER_DOC if is_layer else "")
     wrapper.__sharding_aware__ = True  # type: ignore[attr-defined]
-    _WRAPPERS[fn] = wrapper
-    return wrapper  # type: ignore[return-value]
+    return wrapper

@@ -23,7 +23,7 @@ from ._sparse_tensor import SparseTensor
 from ._norm import gcn_norm, gcn_norm_static
 from ._padding import BucketLadder, PaddedGraph, pad_graph, pad_to_bucket
 from ._pool import global_add_pool, global_max_pool, global_mean_pool
-# PyG's utilities: one list, in utils (the same functions, wrapped once there)
+# PyG's utilities: one list, in utils (the same function objects as there)
 from .utils import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
                     coalesce, coalesce_static, degree, dropout_edge, dropout_edge_static,
                     dropout_node, dropout_node_static, k_hop_subgraph, k_hop_subgraph_static,
@@ -48,14 +48,3 @@ __all__ = [
     "SparseTensor",
 ]
 __all__ += ["segment_matmul"]
-
-# Every function also works on arrays placed on a jax.sharding.Mesh (Auto and Explicit mode)
-# and takes out_sharding=: one wrapper at this boundary, one implementation (see _sharding).
-import inspect as _inspect  # noqa: E402
-
-from .._sharding import sharding_aware as _sharding_aware  # noqa: E402
-
-for _name in __all__:
-    if _inspect.isfunction(globals()[_name]):
-        globals()[_name] = _sharding_aware(globals()[_name])
-del _name

@@ -26,6 +26,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from .._checking import as_array, check_reduce, is_traced
+from .._sharding import OutSharding, sharding_aware
 from ._edges import edge_array, node_count
 from ._scatter import PYG_REDUCTIONS, pyg_scatter
 
@@ -102,8 +103,10 @@ def _bool_arg(value: Any, name: str, *, op: str) -> bool:
 
 # ---------------------------------------------------------------------- sort_edge_index
 
+@sharding_aware
 def sort_edge_index(edge_index: ArrayLike, edge_attr: EdgeAttr = MISSING,
-                    num_nodes: Optional[int] = None, sort_by_row: bool = True) -> Any:
+                    num_nodes: Optional[int] = None, sort_by_row: bool = True,
+                    *, out_sharding: OutSharding = None) -> Any:
     """``torch_geometric.utils.sort_edge_index``: edges sorted by (row, col), stably.
 
     Args:
@@ -158,9 +161,11 @@ def _coalesce(edge_index: jax.Array, arrays: list, n: int, reduce: str, is_sorte
     return out_index, out, opens
 
 
+@sharding_aware
 def coalesce_static(edge_index: ArrayLike, edge_attr: EdgeAttr = MISSING,
                     num_nodes: Optional[int] = None, reduce: str = "sum",
-                    is_sorted: bool = False, sort_by_row: bool = True) -> Any:
+                    is_sorted: bool = False, sort_by_row: bool = True,
+                    *, out_sharding: OutSharding = None) -> Any:
     """:func:`coalesce` with a static shape: ``E`` slots, the merged-away ones dropped at the end.
 
     Args:
@@ -196,9 +201,10 @@ def coalesce_static(edge_index: ArrayLike, edge_attr: EdgeAttr = MISSING,
     return _pack(form, out_index, out)
 
 
+@sharding_aware
 def coalesce(edge_index: ArrayLike, edge_attr: EdgeAttr = MISSING,
              num_nodes: Optional[int] = None, reduce: str = "sum", is_sorted: bool = False,
-             sort_by_row: bool = True) -> Any:
+             sort_by_row: bool = True, *, out_sharding: OutSharding = None) -> Any:
     """``torch_geometric.utils.coalesce``: sort the edges, merge repeats, reduce their attributes.
 
     Args:
@@ -252,8 +258,10 @@ def _both_ways(edge_index: Any, edge_attr: Any, num_nodes: Any, *, op: str):
     return both, attr, num_nodes
 
 
+@sharding_aware
 def to_undirected_static(edge_index: ArrayLike, edge_attr: EdgeAttr = MISSING,
-                         num_nodes: Optional[int] = None, reduce: str = "add") -> Any:
+                         num_nodes: Optional[int] = None, reduce: str = "add",
+                         *, out_sharding: OutSharding = None) -> Any:
     """:func:`to_undirected` with a static shape: ``2E`` slots (see :func:`coalesce_static`).
 
     Every edge ``(i, j)`` and its reverse ``(j, i)``, coalesced: the distinct
@@ -265,8 +273,10 @@ def to_undirected_static(edge_index: ArrayLike, edge_attr: EdgeAttr = MISSING,
     return coalesce_static(both, attr, num_nodes, reduce)
 
 
+@sharding_aware
 def to_undirected(edge_index: ArrayLike, edge_attr: EdgeAttr = MISSING,
-                  num_nodes: Optional[int] = None, reduce: str = "add") -> Any:
+                  num_nodes: Optional[int] = None, reduce: str = "add",
+                  *, out_sharding: OutSharding = None) -> Any:
     """``torch_geometric.utils.to_undirected``: add every reverse edge, then :func:`coalesce`.
 
     Args:

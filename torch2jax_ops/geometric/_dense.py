@@ -10,14 +10,17 @@ from jax.typing import ArrayLike
 
 from .._batch_vector import dense_size, graph_count
 from .._checking import as_array, debug_check, is_traced, static_int
+from .._sharding import OutSharding, sharding_aware
 from ._edges import check_ids, node_count
 
 __all__ = ["to_dense_batch"]
 
 
+@sharding_aware
 def to_dense_batch(x: ArrayLike, batch: Optional[ArrayLike] = None, fill_value: float = 0.0,
                    max_num_nodes: Optional[int] = None,
-                   batch_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
+                   batch_size: Optional[int] = None,
+                   *, out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """PyG's ``to_dense_batch``: ``x [N, *F]`` -> ``(out [B, Nmax, *F], mask [B, Nmax])``.
 
     ``batch`` must be sorted (nodes of a graph are contiguous, as in every PyG

@@ -18,6 +18,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .._checking import is_traced
+from .._sharding import OutSharding, sharding_aware
 from ._coalesce import require_concrete
 from ._edges import edge_array, node_count
 from ._subgraph import check_flag, subgraph, subgraph_static
@@ -55,9 +56,10 @@ def _edge_mask(edge_index: jax.Array, p: float, force_undirected: bool, n: Optio
     return mask
 
 
+@sharding_aware
 def dropout_edge_static(edge_index: ArrayLike, p: float = 0.5, force_undirected: bool = False,
                         training: bool = True, *, num_nodes: Optional[int] = None,
-                        key: Optional[jax.Array] = None) -> tuple:
+                        key: Optional[jax.Array] = None, out_sharding: OutSharding = None) -> tuple:
     """:func:`dropout_edge` with a static shape: dropped edges go to the dropped slot.
 
     Args:
@@ -93,8 +95,10 @@ def dropout_edge_static(edge_index: ArrayLike, p: float = 0.5, force_undirected:
     return out, mask
 
 
+@sharding_aware
 def dropout_edge(edge_index: ArrayLike, p: float = 0.5, force_undirected: bool = False,
-                 training: bool = True, *, key: Optional[jax.Array] = None) -> tuple:
+                 training: bool = True, *, key: Optional[jax.Array] = None,
+                 out_sharding: OutSharding = None) -> tuple:
     """``torch_geometric.utils.dropout_edge``: drop each edge with probability ``p``.
 
     Args:
@@ -133,9 +137,10 @@ def _node_mask(n: int, p: float, key: Any, *, op: str) -> jax.Array:
     return jax.random.uniform(check_key(key, op=op), (n,)) > p  # PyG: rand(N) > p
 
 
+@sharding_aware
 def dropout_node_static(edge_index: ArrayLike, p: float = 0.5, num_nodes: Optional[int] = None,
                         training: bool = True, relabel_nodes: bool = False, *,
-                        key: Optional[jax.Array] = None) -> tuple:
+                        key: Optional[jax.Array] = None, out_sharding: OutSharding = None) -> tuple:
     """:func:`dropout_node` with a static shape: the edges of dropped nodes go to ``(N, N)``.
 
     Args:
@@ -166,9 +171,10 @@ def dropout_node_static(edge_index: ArrayLike, p: float = 0.5, num_nodes: Option
     return out, edge_mask, node_mask
 
 
+@sharding_aware
 def dropout_node(edge_index: ArrayLike, p: float = 0.5, num_nodes: Optional[int] = None,
                  training: bool = True, relabel_nodes: bool = False, *,
-                 key: Optional[jax.Array] = None) -> tuple:
+                 key: Optional[jax.Array] = None, out_sharding: OutSharding = None) -> tuple:
     """``torch_geometric.utils.dropout_node``: drop each node (and its edges) with probability ``p``.
 
     Returns ``(edge_index [2, E'], edge_mask [E], node_mask [N])`` as PyG: the

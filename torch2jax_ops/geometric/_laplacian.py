@@ -24,6 +24,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .._checking import as_array
+from .._sharding import OutSharding, sharding_aware
 from ._edges import aggregate, edge_array, gather, node_count
 from ._loops import _concrete, _loops, route_self_loops
 from ._norm import _inverse_sqrt
@@ -72,9 +73,11 @@ def _laplacian(edge_index: jax.Array, edge_weight: jax.Array, normalization: Opt
     return index, jnp.concatenate([off, diag.astype(off.dtype)])
 
 
+@sharding_aware
 def get_laplacian_static(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None,
                          normalization: Optional[str] = None,
-                         dtype: Any = None, *, num_nodes: int) -> tuple[jax.Array, jax.Array]:
+                         dtype: Any = None, *, num_nodes: int,
+                         out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """:func:`get_laplacian` with a static shape, for ``jax.jit``: ``E + N`` entries.
 
     Args:
@@ -100,9 +103,11 @@ def get_laplacian_static(edge_index: ArrayLike, edge_weight: Optional[ArrayLike]
     return _laplacian(route_self_loops(edge_index, n), edge_weight, normalization, n)
 
 
+@sharding_aware
 def get_laplacian(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None,
                   normalization: Optional[str] = None,
-                  dtype: Any = None, num_nodes: Optional[int] = None
+                  dtype: Any = None, num_nodes: Optional[int] = None,
+                  *, out_sharding: OutSharding = None
                   ) -> tuple[jax.Array, jax.Array]:
     """PyG's ``get_laplacian``: the Laplacian of ``edge_index`` as ``(edge_index, edge_weight)``.
 

@@ -17,6 +17,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .._checking import REDUCTIONS, as_array, check_reduce, is_traced
+from .._sharding import OutSharding, sharding_aware
 from ._edges import aggregate, edge_array, node_count
 
 __all__ = ["add_self_loops", "append_self_loops", "loop_attributes", "route_self_loops",
@@ -60,9 +61,11 @@ def _loops(num_nodes: int, dtype: Any) -> jax.Array:
     return jnp.stack([loop, loop])
 
 
+@sharding_aware
 def add_self_loops(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = None,
                    fill_value: FillValue = None,
-                   num_nodes: Optional[int] = None) -> tuple[jax.Array, Optional[jax.Array]]:
+                   num_nodes: Optional[int] = None,
+                   *, out_sharding: OutSharding = None) -> tuple[jax.Array, Optional[jax.Array]]:
     """PyG's ``add_self_loops``: append one loop ``(i, i)`` per node, existing loops or not.
 
     Args:
@@ -101,8 +104,10 @@ def route_self_loops(edge_index: jax.Array, num_nodes: int) -> jax.Array:
     return jnp.where(loop[None, :], jnp.asarray(num_nodes, edge_index.dtype), edge_index)
 
 
+@sharding_aware
 def remove_self_loops_static(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = None, *,
-                             num_nodes: int) -> tuple[jax.Array, Optional[jax.Array]]:
+                             num_nodes: int,
+                             out_sharding: OutSharding = None) -> tuple[jax.Array, Optional[jax.Array]]:
     """:func:`remove_self_loops` with a static shape: loops go to the dropped slot.
 
     Returns ``(edge_index [2, E], edge_attr)`` where every loop ``(i, i)`` is now
@@ -125,7 +130,9 @@ def _concrete(edge_index: jax.Array, static: str, *, op: str) -> None:
             f"op ignores")
 
 
-def remove_self_loops(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = None
+@sharding_aware
+def remove_self_loops(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = None,
+                      *, out_sharding: OutSharding = None
                       ) -> tuple[jax.Array, Optional[jax.Array]]:
     """PyG's ``remove_self_loops``: the edges ``(i, j)`` with ``i != j``, in order.
 
@@ -140,10 +147,12 @@ def remove_self_loops(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = No
     return edge_index[:, keep], None if edge_attr is None else edge_attr[keep]
 
 
+@sharding_aware
 def add_remaining_self_loops_static(edge_index: ArrayLike,
                                     edge_attr: Optional[ArrayLike] = None,
                                     fill_value: FillValue = None, *,
-                                    num_nodes: int) -> tuple[jax.Array, Optional[jax.Array]]:
+                                    num_nodes: int,
+                                    out_sharding: OutSharding = None) -> tuple[jax.Array, Optional[jax.Array]]:
     """:func:`add_remaining_self_loops` with a static shape (``E + N`` edge slots).
 
     Existing loops move to the dropped slot; the appended loop of node ``i``
@@ -173,8 +182,10 @@ def add_remaining_self_loops_static(edge_index: ArrayLike,
     return out_index, jnp.concatenate([edge_attr, loop_attr], axis=0)
 
 
+@sharding_aware
 def add_remaining_self_loops(edge_index: ArrayLike, edge_attr: Optional[ArrayLike] = None,
-                             fill_value: FillValue = None, num_nodes: Optional[int] = None
+                             fill_value: FillValue = None, num_nodes: Optional[int] = None,
+                             *, out_sharding: OutSharding = None
                              ) -> tuple[jax.Array, Optional[jax.Array]]:
     """PyG's ``add_remaining_self_loops``: drop existing loops, append one loop per node.
 

@@ -29,6 +29,7 @@ from jax.typing import ArrayLike
 
 from .. import _dtypes
 from .._checking import static_int
+from .._sharding import OutSharding, sharding_aware
 from ._coalesce import require_concrete
 from ._dropout import check_key
 from ._edges import check_ids, edge_array, node_count
@@ -170,11 +171,13 @@ def _sample_core(edge_index: jax.Array, key: jax.Array, rows: int, cols: int, bi
     return out, jnp.concatenate([ok, ok]) if undirected else ok
 
 
+@sharding_aware
 def negative_sampling_static(edge_index: ArrayLike,
                              num_nodes: Union[int, Tuple[int, int], None] = None,
                              num_neg_samples: Union[int, float, None] = None,
                              method: str = "sparse", force_undirected: bool = False, *,
-                             key: Optional[jax.Array] = None) -> jax.Array:
+                             key: Optional[jax.Array] = None,
+                             out_sharding: OutSharding = None) -> jax.Array:
     """:func:`negative_sampling` with a static shape: ``k`` slots, unfilled ones dropped.
 
     Args:
@@ -202,10 +205,12 @@ def negative_sampling_static(edge_index: ArrayLike,
                    op=op)[0]
 
 
+@sharding_aware
 def negative_sampling(edge_index: ArrayLike, num_nodes: Union[int, Tuple[int, int], None] = None,
                       num_neg_samples: Union[int, float, None] = None, method: str = "sparse",
                       force_undirected: bool = False, *,
-                      key: Optional[jax.Array] = None) -> jax.Array:
+                      key: Optional[jax.Array] = None,
+                      out_sharding: OutSharding = None) -> jax.Array:
     """``torch_geometric.utils.negative_sampling``: up to ``k`` node pairs that are no edge.
 
     Returns ``[2, K]`` with ``K <= k`` (``K = 0`` when every pair is an edge), as

@@ -8,13 +8,16 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .._checking import as_array
+from .._sharding import OutSharding, sharding_aware
 from ._edges import aggregate, check_ids, edge_array, gather, node_count
 from ._loops import add_remaining_self_loops, add_remaining_self_loops_static
 
 __all__ = ["degree", "gcn_norm", "gcn_norm_static"]
 
 
-def degree(index: ArrayLike, num_nodes: Optional[int] = None, dtype: Any = None) -> jax.Array:
+@sharding_aware
+def degree(index: ArrayLike, num_nodes: Optional[int] = None, dtype: Any = None,
+           *, out_sharding: OutSharding = None) -> jax.Array:
     """PyG's ``degree``: how often each node id occurs in ``index`` (``[E]`` -> ``[N]``).
 
     ``dtype`` defaults to float32, as in PyG. ``num_nodes`` is needed under jit
@@ -63,10 +66,11 @@ def _arguments(edge_index: Any, edge_weight: Any, num_nodes: Optional[int], flow
     return edge_index, edge_weight, n
 
 
+@sharding_aware
 def gcn_norm(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None,
              num_nodes: Optional[int] = None, improved: bool = False,
              add_self_loops: bool = True, flow: str = "source_to_target",
-             dtype: Any = None) -> tuple[jax.Array, jax.Array]:
+             dtype: Any = None, *, out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """PyG's ``gcn_norm``: ``w_ij = deg_i^-1/2 * w_ij * deg_j^-1/2`` over in-degrees.
 
     With ``add_self_loops`` it first calls :func:`add_remaining_self_loops`
@@ -84,10 +88,12 @@ def gcn_norm(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None,
     return _normalise(edge_index, edge_weight, n, flow, dtype)
 
 
+@sharding_aware
 def gcn_norm_static(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None, *,
                     num_nodes: int, improved: bool = False, add_self_loops: bool = True,
                     flow: str = "source_to_target",
-                    dtype: Any = None) -> tuple[jax.Array, jax.Array]:
+                    dtype: Any = None,
+                    out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """:func:`gcn_norm` with a static shape, for jit: ``E + N`` edge slots with self-loops.
 
     Existing loops sit in the dropped slot (id ``num_nodes``, weight 0); the

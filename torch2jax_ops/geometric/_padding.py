@@ -26,6 +26,7 @@ from jax.typing import ArrayLike
 
 from .._batch_vector import BatchVector
 from .._checking import as_array, is_traced, static_int
+from .._sharding import OutSharding, sharding_aware
 from ._edges import edge_array
 
 __all__ = ["PaddedGraph", "BucketLadder", "pad_graph", "pad_to_bucket", "label_level"]
@@ -143,11 +144,12 @@ def label_level(rows: Optional[int], num_nodes: int, num_graphs: int, level: Opt
                      f"shapes are not (keep such labels in `extras`)")
 
 
+@sharding_aware
 def pad_graph(x: ArrayLike, edge_index: ArrayLike, *, num_nodes: int, num_edges: int,
               edge_attr: Optional[ArrayLike] = None, batch: Optional[ArrayLike] = None,
               num_graphs: Optional[int] = None, y: Optional[ArrayLike] = None,
               y_level: Optional[str] = None,
-              num_seeds: Optional[int] = None) -> PaddedGraph:
+              num_seeds: Optional[int] = None, out_sharding: OutSharding = None) -> PaddedGraph:
     """Pad one graph or a mini-batch to exactly ``num_nodes`` nodes and ``num_edges`` edges.
 
     Args:
@@ -358,9 +360,11 @@ class BucketLadder:
             f"ladder for larger batches")
 
 
+@sharding_aware
 def pad_to_bucket(ladder: BucketLadder, x: ArrayLike, edge_index: ArrayLike, *,
                   edge_attr: Optional[ArrayLike] = None,
-                  batch: Optional[ArrayLike] = None) -> PaddedGraph:
+                  batch: Optional[ArrayLike] = None,
+                  out_sharding: OutSharding = None) -> PaddedGraph:
     """:func:`pad_graph` to the lowest level of ``ladder`` that fits this batch."""
     x = as_array(x, "x", op="pad_to_bucket")
     edge_index = edge_array(edge_index, op="pad_to_bucket")

@@ -9,6 +9,7 @@ from jax.typing import ArrayLike
 
 from .._batch_vector import graph_count
 from .._checking import as_array
+from .._sharding import OutSharding, sharding_aware
 from ._edges import aggregate, check_ids, node_count
 
 __all__ = ["global_add_pool", "global_mean_pool", "global_max_pool"]
@@ -36,8 +37,9 @@ def _pool(reduce: str, x: Any, batch: Any, size: Optional[int], *, op: str) -> j
     return jnp.moveaxis(out, 0, axis)
 
 
+@sharding_aware
 def global_add_pool(x: ArrayLike, batch: Optional[ArrayLike] = None,
-                    size: Optional[int] = None) -> jax.Array:
+                    size: Optional[int] = None, *, out_sharding: OutSharding = None) -> jax.Array:
     """Per-graph sum of node features: ``x [N, F]``, ``batch [N]`` -> ``[B, F]``.
 
     ``batch=None`` sums all nodes into ``[1, F]``. ``size`` (the number of graphs
@@ -46,13 +48,15 @@ def global_add_pool(x: ArrayLike, batch: Optional[ArrayLike] = None,
     return _pool("sum", x, batch, size, op="global_add_pool")
 
 
+@sharding_aware
 def global_mean_pool(x: ArrayLike, batch: Optional[ArrayLike] = None,
-                     size: Optional[int] = None) -> jax.Array:
+                     size: Optional[int] = None, *, out_sharding: OutSharding = None) -> jax.Array:
     """Per-graph mean of node features (empty graphs give 0); see :func:`global_add_pool`."""
     return _pool("mean", x, batch, size, op="global_mean_pool")
 
 
+@sharding_aware
 def global_max_pool(x: ArrayLike, batch: Optional[ArrayLike] = None,
-                    size: Optional[int] = None) -> jax.Array:
+                    size: Optional[int] = None, *, out_sharding: OutSharding = None) -> jax.Array:
     """Per-graph max of node features (empty graphs give 0); see :func:`global_add_pool`."""
     return _pool("max", x, batch, size, op="global_max_pool")

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from .._batch_vector import graph_count
 from .._checking import as_array, check_index, check_reduce, normalize_dim
+from .._sharding import OutSharding, sharding_aware
 from ._edges import aggregate, check_ids, node_count
 
 __all__ = ["scatter", "pyg_scatter", "PYG_REDUCTIONS"]
@@ -44,8 +45,9 @@ def pyg_scatter(src: jax.Array, index: jax.Array, dim_size: int, reduce: str, *,
     return aggregate(src, index, dim_size, kind, op=op)
 
 
+@sharding_aware
 def scatter(src: Any, index: Any, dim: int = 0, dim_size: Optional[int] = None,
-            reduce: str = "sum") -> jax.Array:
+            reduce: str = "sum", *, out_sharding: OutSharding = None) -> jax.Array:
     """``torch_geometric.utils.scatter``: reduce ``src`` along ``dim`` into ``dim_size`` groups.
 
     Args:

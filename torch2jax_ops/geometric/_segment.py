@@ -13,12 +13,15 @@ import jax
 from jax.typing import ArrayLike
 
 from .._checking import SEGMENT_REDUCTIONS, Reduction, as_array, check_index, check_reduce
+from .._sharding import OutSharding, sharding_aware
 from ..torch_scatter import segment_csr
 
 __all__ = ["segment"]
 
 
-def segment(src: ArrayLike, ptr: ArrayLike, reduce: str = "sum") -> jax.Array:
+@sharding_aware
+def segment(src: ArrayLike, ptr: ArrayLike, reduce: str = "sum",
+            *, out_sharding: OutSharding = None) -> jax.Array:
     """``torch_geometric.utils.segment``: ``out[i] = reduce(src[ptr[i]:ptr[i + 1]])``.
 
     Args:

@@ -54,6 +54,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .._checking import as_array, check_index, debug_check, is_traced
+from .._sharding import OutSharding, sharding_aware
 from ..nn import register_function
 from ..torch_scatter._gather import csr_ids
 
@@ -137,7 +138,9 @@ def _check_ptr(ptr: jax.Array, n: int, op: str) -> None:
                          f"{int(p[i + 1])}")
 
 
-def segment_matmul(inputs: ArrayLike, ptr: ArrayLike, other: ArrayLike) -> jax.Array:
+@sharding_aware
+def segment_matmul(inputs: ArrayLike, ptr: ArrayLike, other: ArrayLike,
+                   *, out_sharding: OutSharding = None) -> jax.Array:
     """``pyg_lib.ops.segment_matmul``: ``out[ptr[t]:ptr[t + 1]] = inputs[ptr[t]:ptr[t + 1]] @ other[t]``.
 
     Args:

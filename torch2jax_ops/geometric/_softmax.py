@@ -11,14 +11,17 @@ from jax.typing import ArrayLike
 from .. import _dtypes
 from .._batch_vector import graph_count
 from .._checking import as_array, is_traced, normalize_dim
+from .._sharding import OutSharding, sharding_aware
 from ..torch_scatter._gather import csr_ids
 from ._edges import check_ids, gather, gather_rows, node_count, slot_sum, valid
 
 __all__ = ["softmax", "segment_softmax", "softmax_aggregate"]
 
 
+@sharding_aware
 def softmax(src: ArrayLike, index: Optional[ArrayLike] = None, ptr: Optional[ArrayLike] = None,
-            num_nodes: Optional[int] = None, dim: int = 0) -> jax.Array:
+            num_nodes: Optional[int] = None, dim: int = 0,
+            *, out_sharding: OutSharding = None) -> jax.Array:
     """``softmax(src, index, ptr=None, num_nodes=None, dim=0)`` as in PyG.
 
     Groups ``src`` along ``dim`` by ``index`` (``[src.shape[dim]]``, ids in

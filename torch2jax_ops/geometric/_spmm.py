@@ -25,6 +25,7 @@ from jax.experimental import sparse as jsparse
 
 from .. import _dtypes
 from .._checking import as_array
+from .._sharding import OutSharding, sharding_aware
 from ..torch_scatter._gather import csr_ids
 from ._edges import aggregate, gather, valid
 
@@ -50,7 +51,8 @@ def _entries(adj: Any, *, op: str) -> tuple[jax.Array, jax.Array, jax.Array]:
     return adj.indices[:, 0], adj.indices[:, 1], adj.data
 
 
-def to_edge_index(adj: Any) -> tuple[jax.Array, jax.Array]:
+@sharding_aware
+def to_edge_index(adj: Any, *, out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """``torch_geometric.utils.to_edge_index``: a sparse matrix as ``(edge_index, values)``.
 
     Args:
@@ -67,7 +69,9 @@ def to_edge_index(adj: Any) -> tuple[jax.Array, jax.Array]:
     return jnp.stack([rows.astype(index), cols.astype(index)]), values
 
 
-def spmm(src: Any, other: Any, reduce: str = "sum") -> jax.Array:
+@sharding_aware
+def spmm(src: Any, other: Any, reduce: str = "sum",
+         *, out_sharding: OutSharding = None) -> jax.Array:
     """``torch_geometric.utils.spmm(src, other, reduce)``: ``src @ other`` with a reduction.
 
     Args:

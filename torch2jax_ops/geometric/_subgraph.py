@@ -27,6 +27,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .._checking import as_array, static_int
+from .._sharding import OutSharding, sharding_aware
 from ._coalesce import require_concrete
 from ._edges import check_ids, edge_array, node_count
 
@@ -113,9 +114,11 @@ def _subgraph_core(node_mask: jax.Array, index: Optional[jax.Array], edge_index:
     return out, edge_attr, keep
 
 
+@sharding_aware
 def subgraph_static(subset: Union[ArrayLike, Sequence[int]], edge_index: ArrayLike,
                     edge_attr: Optional[ArrayLike] = None, relabel_nodes: bool = False,
-                    num_nodes: Optional[int] = None, *, return_edge_mask: bool = False) -> Any:
+                    num_nodes: Optional[int] = None, *, return_edge_mask: bool = False,
+                    out_sharding: OutSharding = None) -> Any:
     """:func:`subgraph` with a static shape: every edge slot kept, removed edges dropped.
 
     Args:
@@ -144,9 +147,11 @@ def subgraph_static(subset: Union[ArrayLike, Sequence[int]], edge_index: ArrayLi
     return out, edge_attr
 
 
+@sharding_aware
 def subgraph(subset: Union[ArrayLike, Sequence[int]], edge_index: ArrayLike,
              edge_attr: Optional[ArrayLike] = None, relabel_nodes: bool = False,
-             num_nodes: Optional[int] = None, *, return_edge_mask: bool = False) -> Any:
+             num_nodes: Optional[int] = None, *, return_edge_mask: bool = False,
+             out_sharding: OutSharding = None) -> Any:
     """``torch_geometric.utils.subgraph``: the edges with both ends in ``subset``.
 
     Args:
@@ -240,10 +245,11 @@ def _k_hop_core(seeds: jax.Array, edge_index: jax.Array, hops: int, n: int, flow
     return reached, out, mapping, edge_mask
 
 
+@sharding_aware
 def k_hop_subgraph_static(node_idx: Union[int, Sequence[int], ArrayLike], num_hops: int,
                           edge_index: ArrayLike, relabel_nodes: bool = False,
                           num_nodes: Optional[int] = None, flow: str = "source_to_target",
-                          directed: bool = False) -> tuple:
+                          directed: bool = False, *, out_sharding: OutSharding = None) -> tuple:
     """:func:`k_hop_subgraph` with static shapes: a node mask instead of the node list.
 
     Args:
@@ -268,10 +274,11 @@ def k_hop_subgraph_static(node_idx: Union[int, Sequence[int], ArrayLike], num_ho
                   op="k_hop_subgraph_static")
 
 
+@sharding_aware
 def k_hop_subgraph(node_idx: Union[int, Sequence[int], ArrayLike], num_hops: int,
                    edge_index: ArrayLike, relabel_nodes: bool = False,
                    num_nodes: Optional[int] = None, flow: str = "source_to_target",
-                   directed: bool = False) -> tuple:
+                   directed: bool = False, *, out_sharding: OutSharding = None) -> tuple:
     """``torch_geometric.utils.k_hop_subgraph``: the ``k``-hop neighbourhood of ``node_idx``.
 
     Returns ``(subset [K], edge_index [2, E'], mapping [S], edge_mask [E])`` as

@@ -18,6 +18,7 @@ from jax.typing import ArrayLike
 from .. import _dtypes
 from .._batch_vector import dense_size, graph_count
 from .._checking import as_array, check_index, is_traced, static_int
+from .._sharding import OutSharding, sharding_aware
 from ._dense import _largest
 from ._edges import aggregate, check_ids, edge_array
 
@@ -29,9 +30,11 @@ def _needed(name: str, what: str, *, op: str) -> ValueError:
                       f"{what}, a value that cannot become a static shape. Pass {name}=<int>")
 
 
+@sharding_aware
 def to_dense_adj(edge_index: ArrayLike, batch: Optional[ArrayLike] = None,
                  edge_attr: Optional[ArrayLike] = None, max_num_nodes: Optional[int] = None,
-                 batch_size: Optional[int] = None) -> jax.Array:
+                 batch_size: Optional[int] = None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
     """``torch_geometric.utils.to_dense_adj``: ``adj[b, i, j] = sum of the attributes of i -> j``.
 
     Args:

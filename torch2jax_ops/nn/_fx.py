@@ -35,7 +35,7 @@ import numpy as np
 
 from .._batch_vector import declared_max, ids_of, plain_ids
 from .._checking import is_array
-from .._sharding import sharding_aware
+from .._sharding import OutSharding, sharding_aware
 from . import _masked
 from ._convert import Converter, UnsupportedModuleError
 from ._registry import (
@@ -789,8 +789,10 @@ class TracedModule:
     def _patches(self) -> Optional[Callable]:
         return None
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, *args: Any, key: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, key: Any = None,
+                 out_sharding: OutSharding = None, **kwargs: Any) -> Any:
         for leaf in jax.tree_util.tree_leaves((args, kwargs)):
             if type(leaf).__module__.split(".")[0] == "torch":  # (not torch2jax_ops' own)
                 raise TypeError(f"{self._program.name}: got a torch.Tensor; the port takes JAX "

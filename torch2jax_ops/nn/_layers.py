@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .._checking import check_bounds, check_index
-from .._sharding import sharding_aware
+from .._sharding import OutSharding, sharding_aware
 from ._state import next_key, record_update
 
 __all__ = ["Linear", "Embedding", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
@@ -45,8 +45,9 @@ class Embedding(eqx.Module):
     padding_idx: Optional[int] = eqx.field(static=True, default=None)
     scale_grad_by_freq: bool = eqx.field(static=True, default=False)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, input: jax.Array) -> jax.Array:
+    def __call__(self, input: jax.Array, *, out_sharding: OutSharding = None) -> jax.Array:
         op = "Embedding"
         ids = jnp.asarray(input)
         check_index(ids, "input", op=op)

@@ -24,12 +24,3 @@ from ._scatter import gather, scatter, scatter_add, scatter_reduce
 
 __all__ = ["scatter_reduce", "scatter_add", "scatter", "gather",
            "index_add", "index_reduce", "index_select"]
-
-
-# Every op also works on arrays placed on a jax.sharding.Mesh (Auto and Explicit mode) and
-# takes out_sharding=: one wrapper at this boundary, one implementation (see _sharding).
-from .._sharding import sharding_aware as _sharding_aware  # noqa: E402
-
-for _name in __all__:
-    globals()[_name] = _sharding_aware(globals()[_name])
-del _name

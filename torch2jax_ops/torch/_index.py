@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from .._sharding import OutSharding, sharding_aware
 from . import _validate as v
 from ._reduce import plan_index, reduce_into
 
@@ -75,8 +76,9 @@ def index_add_core(input: jax.Array, dim: int, index: jax.Array, source: jax.Arr
                        sequential=_stepwise(input.ndim, dim, alpha), op="index_add")
 
 
+@sharding_aware
 def index_add(input: ArrayLike, dim: int, index: ArrayLike, source: ArrayLike, *,
-              alpha: Any = 1) -> jax.Array:
+              alpha: Any = 1, out_sharding: OutSharding = None) -> jax.Array:
     """``torch.index_add``: ``input`` plus ``alpha * source`` summed at ``index`` along ``dim``.
 
     Args:
@@ -97,8 +99,9 @@ def index_add(input: ArrayLike, dim: int, index: ArrayLike, source: ArrayLike, *
     return index_add_core(input, dim, index, source, alpha)
 
 
+@sharding_aware
 def index_reduce(input: ArrayLike, dim: int, index: ArrayLike, source: ArrayLike, reduce: str,
-                 *, include_self: bool = True) -> jax.Array:
+                 *, include_self: bool = True, out_sharding: OutSharding = None) -> jax.Array:
     """``torch.index_reduce``: reduce ``source`` slices into ``input`` slices at ``index``.
 
     Args:
@@ -124,7 +127,9 @@ def index_reduce(input: ArrayLike, dim: int, index: ArrayLike, source: ArrayLike
                        op=op)
 
 
-def index_select(input: ArrayLike, dim: int, index: ArrayLike) -> jax.Array:
+@sharding_aware
+def index_select(input: ArrayLike, dim: int, index: ArrayLike,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
     """``torch.index_select``: the slices ``index`` of ``input`` along ``dim``.
 
     Args:

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from .._sharding import OutSharding, sharding_aware
 from . import _validate as v
 from ._reduce import assign, plan_scatter, reduce_into
 
@@ -77,8 +78,9 @@ def scatter_add_core(input: jax.Array, dim: int, index: jax.Array, src: jax.Arra
     return _scatter_core(input, dim, index, src, "sum", True, op="scatter_add")
 
 
+@sharding_aware
 def scatter_reduce(input: ArrayLike, dim: int, index: ArrayLike, src: ArrayLike, reduce: str,
-                   *, include_self: bool = True) -> jax.Array:
+                   *, include_self: bool = True, out_sharding: OutSharding = None) -> jax.Array:
     """``torch.scatter_reduce``: reduce ``src`` into ``input`` at ``index`` along ``dim``.
 
     Args:
@@ -106,7 +108,9 @@ def scatter_reduce(input: ArrayLike, dim: int, index: ArrayLike, src: ArrayLike,
     return _scatter_core(input, dim, index, src, kind, include_self, op=op)
 
 
-def scatter_add(input: ArrayLike, dim: int, index: ArrayLike, src: ArrayLike) -> jax.Array:
+@sharding_aware
+def scatter_add(input: ArrayLike, dim: int, index: ArrayLike, src: ArrayLike,
+                *, out_sharding: OutSharding = None) -> jax.Array:
     """``torch.scatter_add``: ``input`` plus ``src`` summed at ``index`` along ``dim``.
 
     ``scatter_reduce(input, dim, index, src, "sum")``; shapes as there.
@@ -117,8 +121,10 @@ def scatter_add(input: ArrayLike, dim: int, index: ArrayLike, src: ArrayLike) ->
     return _scatter_core(input, dim, index, src, "sum", True, op=op)
 
 
+@sharding_aware
 def scatter(input: ArrayLike, dim: int, index: ArrayLike, src: Optional[ArrayLike] = None, *,
-            value: Any = None, reduce: Optional[str] = None) -> jax.Array:
+            value: Any = None, reduce: Optional[str] = None,
+            out_sharding: OutSharding = None) -> jax.Array:
     """``torch.scatter``: write ``src`` (or the scalar ``value``) into ``input`` at ``index``.
 
     Args:
@@ -160,7 +166,9 @@ def scatter(input: ArrayLike, dim: int, index: ArrayLike, src: Optional[ArrayLik
 
 # ----------------------------------------------------------------------------- gather
 
-def gather(input: ArrayLike, dim: int, index: ArrayLike) -> jax.Array:
+@sharding_aware
+def gather(input: ArrayLike, dim: int, index: ArrayLike,
+           *, out_sharding: OutSharding = None) -> jax.Array:
     """``torch.gather``: ``out[p] = input[p with p[dim] replaced by index[p]]``.
 
     Args:

@@ -24,12 +24,3 @@ __all__ = [
     "segment_min_coo", "segment_max_coo", "gather_coo",
     "scatter_std", "scatter_logsumexp", "scatter_softmax", "scatter_log_softmax",
 ]
-
-
-# Every op also works on arrays placed on a jax.sharding.Mesh (Auto and Explicit mode) and
-# takes out_sharding=: one wrapper at this boundary, one implementation (see _sharding).
-from .._sharding import sharding_aware as _sharding_aware  # noqa: E402
-
-for _name in __all__:
-    globals()[_name] = _sharding_aware(globals()[_name])
-del _name

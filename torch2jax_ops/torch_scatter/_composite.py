@@ -44,6 +44,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .. import _dtypes
+from .._sharding import OutSharding, sharding_aware
 from ._gather import take_groups
 from ._groups import Groups
 
@@ -84,8 +85,10 @@ def _shift(groups: Groups, rows: jax.Array) -> tuple[jax.Array, jax.Array]:
     return best, rows - take_groups(best, groups.ids, 0)
 
 
+@sharding_aware
 def scatter_softmax(src: ArrayLike, index: ArrayLike, dim: int = -1,
-                    dim_size: Optional[int] = None) -> jax.Array:
+                    dim_size: Optional[int] = None,
+                    *, out_sharding: OutSharding = None) -> jax.Array:
     """Softmax of ``src`` within each group: ``exp(x - max) / sum(exp(x - max))``.
 
     Output has src's shape; a group that is all -inf gives NaN (0 / 0), NaN or
@@ -98,8 +101,10 @@ def scatter_softmax(src: ArrayLike, index: ArrayLike, dim: int = -1,
     return groups.from_rows(exp / take_groups(total, groups.ids, jnp.inf)).astype(src.dtype)
 
 
+@sharding_aware
 def scatter_log_softmax(src: ArrayLike, index: ArrayLike, dim: int = -1, eps: float = 1e-12,
-                        dim_size: Optional[int] = None) -> jax.Array:
+                        dim_size: Optional[int] = None,
+                        *, out_sharding: OutSharding = None) -> jax.Array:
     """Log-softmax within each group: ``(x - max) - log(sum(exp(x - max)) + eps)``.
 
     Note the order of the arguments: ``eps`` comes before ``dim_size``.
@@ -110,9 +115,10 @@ def scatter_log_softmax(src: ArrayLike, index: ArrayLike, dim: int = -1, eps: fl
     return groups.from_rows(shifted - take_groups(log_total, groups.ids, jnp.inf)).astype(src.dtype)
 
 
+@sharding_aware
 def scatter_logsumexp(src: ArrayLike, index: ArrayLike, dim: int = -1,
                       out: Optional[ArrayLike] = None, dim_size: Optional[int] = None,
-                      eps: float = 1e-12) -> jax.Array:
+                      eps: float = 1e-12, *, out_sharding: OutSharding = None) -> jax.Array:
     """``log(sum(exp(x)) + eps)`` per group, computed stably around the group max.
 
     Empty and all -inf groups give 0; NaN elements are dropped; a +inf element
@@ -146,9 +152,11 @@ def _no_nan(x: jax.Array) -> jax.Array:
     return jnp.where(jnp.isnan(x), -jnp.inf, x)
 
 
+@sharding_aware
 def scatter_std(src: ArrayLike, index: ArrayLike, dim: int = -1,
                 out: Optional[ArrayLike] = None,
-                dim_size: Optional[int] = None, unbiased: bool = True) -> jax.Array:
+                dim_size: Optional[int] = None, unbiased: bool = True,
+                *, out_sharding: OutSharding = None) -> jax.Array:
     """Standard deviation per group: ``sqrt(SSD / (max(n - 1, 1) + 1e-6))``.
 
     ``unbiased=False`` divides by ``max(n, 1) + 1e-6``. Empty and one-element

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .._checking import REDUCTIONS, Reduction, check_reduce
+from .._sharding import OutSharding, sharding_aware
 from . import _extreme
 from ._groups import Groups
 
@@ -29,8 +30,10 @@ __all__ = ["scatter", "scatter_sum", "scatter_add", "scatter_mul", "scatter_mean
            "scatter_min", "scatter_max", "extreme", "extreme_values", "extreme_init"]
 
 
+@sharding_aware
 def scatter_sum(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
-                dim_size: Optional[int] = None, *, deterministic: bool = False) -> jax.Array:
+                dim_size: Optional[int] = None, *, deterministic: bool = False,
+                out_sharding: OutSharding = None) -> jax.Array:
     """Sum of ``src`` entries per group; empty groups give 0 (``out`` + sum with ``out``).
 
     ``deterministic=True`` (an addition to torch_scatter's signature) sums in an
@@ -44,14 +47,18 @@ def scatter_sum(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[A
     return groups.from_groups(groups.sum(src, out, deterministic=deterministic))
 
 
+@sharding_aware
 def scatter_add(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
-                dim_size: Optional[int] = None, *, deterministic: bool = False) -> jax.Array:
+                dim_size: Optional[int] = None, *, deterministic: bool = False,
+                out_sharding: OutSharding = None) -> jax.Array:
     """Alias of :func:`scatter_sum`."""
     return scatter_sum(src, index, dim, out, dim_size, deterministic=deterministic)
 
 
+@sharding_aware
 def scatter_mean(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
-                 dim_size: Optional[int] = None, *, deterministic: bool = False) -> jax.Array:
+                 dim_size: Optional[int] = None, *, deterministic: bool = False,
+                 out_sharding: OutSharding = None) -> jax.Array:
     """Mean per group; empty groups give 0 (keep ``out``); integers use floor division.
 
     With ``out``: ``(out + sum) / max(count, 1)``, as torch_scatter computes it.
@@ -64,8 +71,9 @@ def scatter_mean(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[
                                           deterministic=deterministic))
 
 
+@sharding_aware
 def scatter_mul(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
-                dim_size: Optional[int] = None) -> jax.Array:
+                dim_size: Optional[int] = None, *, out_sharding: OutSharding = None) -> jax.Array:
     """Product per group; empty groups give 1 (``out`` * product with ``out``).
 
     The gradient is the product of the other elements of the group, also when
@@ -76,14 +84,18 @@ def scatter_mul(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[A
     return groups.from_groups(groups.prod(src, out))
 
 
+@sharding_aware
 def scatter_min(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
-                dim_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
+                dim_size: Optional[int] = None,
+                *, out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """``(min, argmin)`` per group; see :func:`scatter_max` for the rules."""
     return _scatter_extreme("min", src, index, dim, out, dim_size, op="scatter_min")
 
 
+@sharding_aware
 def scatter_max(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
-                dim_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
+                dim_size: Optional[int] = None,
+                *, out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """``(max, argmax)`` per group, with torch_scatter's CPU rules.
 
     * argmax is the position along ``dim`` of the first maximal element;
@@ -102,9 +114,10 @@ def scatter_max(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[A
     return _scatter_extreme("max", src, index, dim, out, dim_size, op="scatter_max")
 
 
+@sharding_aware
 def scatter(src: ArrayLike, index: ArrayLike, dim: int = -1, out: Optional[ArrayLike] = None,
             dim_size: Optional[int] = None, reduce: Reduction = "sum", *,
-            deterministic: bool = False) -> jax.Array:
+            deterministic: bool = False, out_sharding: OutSharding = None) -> jax.Array:
     """torch_scatter.scatter: dispatch on ``reduce`` (sum|add|mul|mean|min|max).
 
     For "min"/"max" only the values are returned, as in torch_scatter.

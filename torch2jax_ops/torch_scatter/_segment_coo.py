@@ -29,6 +29,7 @@ from jax.typing import ArrayLike
 
 from .._batch_vector import graph_count
 from .._checking import SEGMENT_REDUCTIONS, Reduction, as_array, check_index, check_reduce
+from .._sharding import OutSharding, sharding_aware
 from ._gather import gather_along
 from ._groups import Groups
 from ._scatter import extreme, extreme_values
@@ -48,42 +49,54 @@ def _plan(src: Any, index: Any, out: Any, dim_size: Any, *,
     return Groups.build(src, index, index.ndim - 1, out, dim_size, sorted_index=True, op=op)
 
 
+@sharding_aware
 def segment_sum_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
-                    dim_size: Optional[int] = None) -> jax.Array:
+                    dim_size: Optional[int] = None,
+                    *, out_sharding: OutSharding = None) -> jax.Array:
     """Sum per (sorted) group; empty groups give 0 (``out`` + sum with ``out``)."""
     groups, src, out = _plan(src, index, out, dim_size, op="segment_sum_coo")
     return groups.from_groups(groups.sum(src, out))
 
 
+@sharding_aware
 def segment_add_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
-                    dim_size: Optional[int] = None) -> jax.Array:
+                    dim_size: Optional[int] = None,
+                    *, out_sharding: OutSharding = None) -> jax.Array:
     """Alias of :func:`segment_sum_coo`."""
     return segment_sum_coo(src, index, out, dim_size)
 
 
+@sharding_aware
 def segment_mean_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
-                     dim_size: Optional[int] = None) -> jax.Array:
+                     dim_size: Optional[int] = None,
+                     *, out_sharding: OutSharding = None) -> jax.Array:
     """Mean per group, ``(out + sum) / max(count, 1)``; integers truncate toward zero."""
     groups, src, out = _plan(src, index, out, dim_size, op="segment_mean_coo")
     return groups.from_groups(groups.mean(src, out, rounding="trunc"))
 
 
+@sharding_aware
 def segment_min_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
-                    dim_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
+                    dim_size: Optional[int] = None,
+                    *, out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """``(min, argmin)`` per group, with :func:`torch2jax_ops.scatter_min`'s rules."""
     groups, src, out = _plan(src, index, out, dim_size, op="segment_min_coo")
     return extreme(groups, src, out, "min", op="segment_min_coo")
 
 
+@sharding_aware
 def segment_max_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
-                    dim_size: Optional[int] = None) -> tuple[jax.Array, jax.Array]:
+                    dim_size: Optional[int] = None,
+                    *, out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """``(max, argmax)`` per group, with :func:`torch2jax_ops.scatter_max`'s rules."""
     groups, src, out = _plan(src, index, out, dim_size, op="segment_max_coo")
     return extreme(groups, src, out, "max", op="segment_max_coo")
 
 
+@sharding_aware
 def segment_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = None,
-                dim_size: Optional[int] = None, reduce: Reduction = "sum") -> jax.Array:
+                dim_size: Optional[int] = None, reduce: Reduction = "sum",
+                *, out_sharding: OutSharding = None) -> jax.Array:
     """torch_scatter.segment_coo: dispatch on ``reduce`` (sum|add|mean|min|max)."""
     kind = check_reduce(reduce, SEGMENT_REDUCTIONS, op="segment_coo",
                         hints={"mul": "for a product use scatter(..., reduce='mul')"})
@@ -94,8 +107,9 @@ def segment_coo(src: ArrayLike, index: ArrayLike, out: Optional[ArrayLike] = Non
     return (segment_sum_coo if kind == "sum" else segment_mean_coo)(src, index, out, dim_size)
 
 
+@sharding_aware
 def gather_coo(src: ArrayLike, index: ArrayLike,
-               out: Optional[ArrayLike] = None) -> jax.Array:
+               out: Optional[ArrayLike] = None, *, out_sharding: OutSharding = None) -> jax.Array:
     """``out[..., e, ...] = src[..., index[..., e], ...]`` along ``index.ndim - 1``.
 
     ``src`` [*B, N, *F], ``index`` [*B, E] -> [*B, E, *F]. An index outside

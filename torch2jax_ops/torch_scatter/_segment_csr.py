@@ -39,6 +39,7 @@ from .._checking import (
     is_traced,
     static_int,
 )
+from .._sharding import OutSharding, sharding_aware
 from ._gather import csr_ids, gather_along
 from ._groups import Groups
 from ._scatter import extreme, extreme_values
@@ -87,8 +88,10 @@ def _plan(src: Any, indptr: Any, out: Any, *,
     return groups, src, early
 
 
+@sharding_aware
 def segment_sum_csr(src: ArrayLike, indptr: ArrayLike,
-                    out: Optional[ArrayLike] = None) -> jax.Array:
+                    out: Optional[ArrayLike] = None,
+                    *, out_sharding: OutSharding = None) -> jax.Array:
     """Sum of each segment ``src[..., indptr[i]:indptr[i + 1], ...]``; empty segments give 0."""
     groups, src, early = _plan(src, indptr, out, op="segment_sum_csr")
     if early is not None:
@@ -97,14 +100,18 @@ def segment_sum_csr(src: ArrayLike, indptr: ArrayLike,
     return groups.from_groups(groups.sum(src))
 
 
+@sharding_aware
 def segment_add_csr(src: ArrayLike, indptr: ArrayLike,
-                    out: Optional[ArrayLike] = None) -> jax.Array:
+                    out: Optional[ArrayLike] = None,
+                    *, out_sharding: OutSharding = None) -> jax.Array:
     """Alias of :func:`segment_sum_csr`."""
     return segment_sum_csr(src, indptr, out)
 
 
+@sharding_aware
 def segment_mean_csr(src: ArrayLike, indptr: ArrayLike,
-                     out: Optional[ArrayLike] = None) -> jax.Array:
+                     out: Optional[ArrayLike] = None,
+                     *, out_sharding: OutSharding = None) -> jax.Array:
     """Mean of each segment; empty segments give 0; integers truncate toward zero."""
     groups, src, early = _plan(src, indptr, out, op="segment_mean_csr")
     if early is not None:
@@ -113,14 +120,18 @@ def segment_mean_csr(src: ArrayLike, indptr: ArrayLike,
     return groups.from_groups(groups.mean(src, rounding="trunc"))
 
 
+@sharding_aware
 def segment_min_csr(src: ArrayLike, indptr: ArrayLike,
-                    out: Optional[ArrayLike] = None) -> tuple[jax.Array, jax.Array]:
+                    out: Optional[ArrayLike] = None,
+                    *, out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """``(min, argmin)`` of each segment; see :func:`segment_max_csr`."""
     return _extreme_csr("min", src, indptr, out, op="segment_min_csr")
 
 
+@sharding_aware
 def segment_max_csr(src: ArrayLike, indptr: ArrayLike,
-                    out: Optional[ArrayLike] = None) -> tuple[jax.Array, jax.Array]:
+                    out: Optional[ArrayLike] = None,
+                    *, out_sharding: OutSharding = None) -> tuple[jax.Array, jax.Array]:
     """``(max, argmax)`` of each segment.
 
     argmax is the position along the reduced axis of the first maximal
@@ -143,8 +154,9 @@ def _extreme_csr(kind: str, src: ArrayLike, indptr: ArrayLike, out: Optional[Arr
     return extreme(groups, src, None, kind, op=op)
 
 
+@sharding_aware
 def segment_csr(src: ArrayLike, indptr: ArrayLike, out: Optional[ArrayLike] = None,
-                reduce: Reduction = "sum") -> jax.Array:
+                reduce: Reduction = "sum", *, out_sharding: OutSharding = None) -> jax.Array:
     """torch_scatter.segment_csr: dispatch on ``reduce`` (sum|add|mean|min|max).
 
     For "min"/"max" only the values are returned. There is no "mul" (as in
@@ -162,8 +174,9 @@ def segment_csr(src: ArrayLike, indptr: ArrayLike, out: Optional[ArrayLike] = No
     return (segment_sum_csr if kind == "sum" else segment_mean_csr)(src, indptr, out)
 
 
+@sharding_aware
 def gather_csr(src: ArrayLike, indptr: ArrayLike, out: Optional[ArrayLike] = None,
-               dim_size: Optional[int] = None) -> jax.Array:
+               dim_size: Optional[int] = None, *, out_sharding: OutSharding = None) -> jax.Array:
     """Repeat each segment's value over its range: ``out[..., e, ...] = src[..., i, ...]``
     for ``indptr[i] <= e < indptr[i + 1]``.
 

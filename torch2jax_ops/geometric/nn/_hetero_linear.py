@@ -17,7 +17,7 @@ import equinox as eqx
 import jax
 
 from ..._checking import as_array
-from ..._sharding import sharding_aware
+from ..._sharding import OutSharding, sharding_aware
 from ...nn import Converter, register_converter
 from .._segment_matmul import typed_matmul
 from ._common import typed_rows
@@ -57,8 +57,9 @@ class HeteroLinear(eqx.Module):
     def out_channels(self) -> int:
         return int(self.weight.shape[2])
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x: Any, type_vec: Any) -> jax.Array:
+    def __call__(self, x: Any, type_vec: Any, *, out_sharding: OutSharding = None) -> jax.Array:
         x, type_vec = typed_rows(x, type_vec, self.num_types, op="HeteroLinear",
                                  what="weight matrices", in_channels=self.in_channels)
         return typed_matmul(x, type_vec, self.weight, self.bias)
@@ -76,8 +77,9 @@ class HeteroDictLinear(eqx.Module):
     lins: dict
     types: tuple = eqx.field(static=True, default=())
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x_dict: dict) -> dict:
+    def __call__(self, x_dict: dict, *, out_sharding: OutSharding = None) -> dict:
         op = "HeteroDictLinear"
         if not isinstance(x_dict, dict):
             raise TypeError(f"{op}: `x_dict` must be a dict {{type: [N_type, F_type]}}, got "

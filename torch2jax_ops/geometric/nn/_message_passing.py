@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 
 from ..._checking import REDUCTIONS, is_array
-from ..._sharding import sharding_aware
+from ..._sharding import OutSharding, sharding_aware
 from ...nn import Converter, UnsupportedModuleError, register_converter, register_function
 from ...nn._fx import TracedModule, _children, _Program
 from ...torch_scatter._gather import take_groups
@@ -265,8 +265,10 @@ class MessagePassing(eqx.Module):
     flow = "source_to_target"
     node_dim = -2
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def propagate(self, edge_index: Any, size: Optional[tuple] = None, **kwargs: Any) -> Any:
+    def propagate(self, edge_index: Any, size: Optional[tuple] = None,
+                  *, out_sharding: OutSharding = None, **kwargs: Any) -> Any:
         """PyG's ``propagate``: collect, ``message``, ``aggregate``, ``update``.
 
         ``edge_index``: ``[2, E]``, an ``EdgeIndex``, or a sparse ``adj_t``

@@ -39,14 +39,3 @@ __all__ += ["spmm", "to_edge_index"]  # sparse adjacency (BCOO / BCSR from to_ja
 from .._segment_matmul import segment_matmul  # noqa: E402
 
 __all__ += ["segment_matmul"]  # pyg_lib.ops.segment_matmul (HeteroLinear's kernel)
-
-# Every function also works on arrays placed on a jax.sharding.Mesh (Auto and Explicit mode)
-# and takes out_sharding=: one wrapper at this boundary, one implementation (see _sharding).
-import inspect as _inspect  # noqa: E402
-
-from ..._sharding import sharding_aware as _sharding_aware  # noqa: E402
-
-for _name in __all__:
-    if _inspect.isfunction(globals()[_name]):
-        globals()[_name] = _sharding_aware(globals()[_name])
-del _name

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from ...._batch_vector import graph_count
 from ...._checking import Reduction, as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn._state import key_scope
 from ....torch_scatter._gather import csr_ids
 from ....torch_scatter._segment_csr import segment_csr
@@ -141,10 +141,11 @@ class Aggregation(eqx.Module):
     """
     _needs_index: ClassVar[bool] = False
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: Any, index: Any = None, ptr: Any = None,
                  dim_size: Optional[int] = None, dim: int = -2, *,
-                 key: Any = None) -> jax.Array:
+                 key: Any = None, out_sharding: OutSharding = None) -> jax.Array:
         """Aggregate ``x`` along ``dim`` into ``dim_size`` groups (see the module docs);
         ``key``: for dropout inside the networks of a training-mode aggregation."""
         op = type(self).__name__

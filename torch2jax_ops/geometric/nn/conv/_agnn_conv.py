@@ -34,8 +34,9 @@ class AGNNConv(GatedPropagation):
     add_self_loops: bool = eqx.field(static=True, default=True)
     aggr: str = eqx.field(static=True, default="add")
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index):
+    def __call__(self, x, edge_index, *, out_sharding=None):
         op = "AGNNConv"
         x = as_array(x, "x", op=op)
         if x.ndim != 2:

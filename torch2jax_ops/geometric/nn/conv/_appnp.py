@@ -6,7 +6,7 @@ from typing import Any
 import equinox as eqx
 import jax
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import next_key
 from ..._adjacency import with_values
@@ -57,8 +57,10 @@ class APPNP(WeightedPropagation):
     # PyG's message_and_aggregate(adj_t, x): its own signature, as message's is the layer's
     message_and_aggregate = spmm_message_and_aggregate  # type: ignore[assignment]
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_weight=None, *, key=None) -> jax.Array:
+    def __call__(self, x, edge_index, edge_weight=None, *, key=None,
+                 out_sharding: OutSharding = None) -> jax.Array:
         op = "APPNP"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]

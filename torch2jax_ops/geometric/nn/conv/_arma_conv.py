@@ -7,7 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._layers import dropout
 from ....nn._state import next_key
@@ -64,8 +64,10 @@ class ARMAConv(WeightedPropagation):
             return self.act(x)
         return x if self.act_fn is None else self.act_fn(x)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_weight=None, *, key=None) -> jax.Array:
+    def __call__(self, x, edge_index, edge_weight=None, *, key=None,
+                 out_sharding: OutSharding = None) -> jax.Array:
         op = "ARMAConv"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]

@@ -34,8 +34,9 @@ class CGConv(MessagePassing):
     aggr: Optional[str] = eqx.field(static=True, default="add")
     aggr_module: Any = None
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_attr=None):
+    def __call__(self, x, edge_index, edge_attr=None, *, out_sharding=None):
         op = "CGConv"
         x_src, x_dst = pair(x, op=op)
         if x_dst is None:

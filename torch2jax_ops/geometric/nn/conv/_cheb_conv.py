@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, ModuleList, register_converter
 from ..._edges import gather
 from ..._laplacian import get_laplacian_static
@@ -70,9 +70,10 @@ class ChebConv(WeightedPropagation):
         loop = edge_index[0] == edge_index[1]
         return edge_index, jnp.where(loop, weight - 1, weight)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x, edge_index, edge_weight=None, batch=None,
-                 lambda_max=None) -> jax.Array:
+                 lambda_max=None, *, out_sharding: OutSharding = None) -> jax.Array:
         op = "ChebConv"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]

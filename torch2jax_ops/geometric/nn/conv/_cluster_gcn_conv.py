@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import debug_check, is_traced
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ..._edges import aggregate, gather, is_sparse_matrix, valid
 from ..._loops import _loops, route_self_loops
@@ -75,8 +75,9 @@ class ClusterGCNConv(WeightedPropagation):
         extra = scaled[rank] if n else jnp.zeros(rank.shape, deg_inv.dtype)
         return edge_index, jnp.where(loop, weight + extra, weight)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index) -> jax.Array:
+    def __call__(self, x, edge_index, *, out_sharding: OutSharding = None) -> jax.Array:
         op = "ClusterGCNConv"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]

@@ -8,7 +8,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._layers import dropout
 from ....nn._state import next_key
@@ -110,8 +110,10 @@ class DNAConv(WeightedPropagation):
     aggr_module: Any = None
     node_dim = 0
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_weight=None, *, key=None) -> jax.Array:
+    def __call__(self, x, edge_index, edge_weight=None, *, key=None,
+                 out_sharding: OutSharding = None) -> jax.Array:
         op = "DNAConv"
         x = node_features(x, op=op)
         if x.ndim != 3:

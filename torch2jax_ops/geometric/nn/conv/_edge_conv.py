@@ -29,8 +29,9 @@ class EdgeConv(MessagePassing):
     aggr: Optional[str] = eqx.field(static=True, default="max")
     aggr_module: Any = None
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, *, key=None):
+    def __call__(self, x, edge_index, *, key=None, out_sharding=None):
         op = "EdgeConv"
         x_src, x_dst = pair(x, op=op)
         if x_dst is None:

@@ -57,8 +57,9 @@ class FiLMConv(GatedPropagation):
         both = film(x)
         return both[..., :self.out_channels], both[..., self.out_channels:]
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_type=None):
+    def __call__(self, x, edge_index, edge_type=None, *, out_sharding=None):
         op = "FiLMConv"
         x_src, x_dst = pair(x, op=op)
         if x_dst is None:

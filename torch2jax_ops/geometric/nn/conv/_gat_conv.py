@@ -76,8 +76,10 @@ class GATConv(eqx.Module):
         h_src = self.lin_src(x_src).reshape(shape)
         return h_src, None if x_dst is None else self.lin_dst(x_dst).reshape(shape)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_attr=None, *, key=None):
+    def __call__(self, x, edge_index, edge_attr=None, *, key=None,
+                 out_sharding=None):
         op = "GATConv"
         tuple_input = isinstance(x, (tuple, list))
         x_src, x_dst = pair(x, op=op)

@@ -62,8 +62,9 @@ class GatedGraphConv(GatedPropagation):
     num_layers: int = eqx.field(static=True, default=1)
     aggr: str = eqx.field(static=True, default="add")
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_weight=None):
+    def __call__(self, x, edge_index, edge_weight=None, *, out_sharding=None):
         op = "GatedGraphConv"
         x = as_array(x, "x", op=op)
         if x.ndim != 2:

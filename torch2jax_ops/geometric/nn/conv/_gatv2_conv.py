@@ -122,9 +122,10 @@ class GATv2Conv(GatedPropagation):
         assert self.lin_edge is not None  # edge features are only passed with an edge_dim
         return heads_view(self.lin_edge(edge_attr), self.heads, self.out_channels)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x, edge_index, edge_attr=None, return_attention_weights=None, *,
-                 key=None):
+                 key=None, out_sharding=None):
         op = "GATv2Conv"
         tuple_input = isinstance(x, (tuple, list))
         x_src, x_dst = pair(x, op=op)

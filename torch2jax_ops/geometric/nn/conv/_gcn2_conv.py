@@ -7,7 +7,7 @@ import equinox as eqx
 import jax
 
 from ...._checking import as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ._propagation import (
     WeightedPropagation,
@@ -60,8 +60,10 @@ class GCN2Conv(WeightedPropagation):
     # PyG's message_and_aggregate(adj_t, x): its own signature, as message's is the layer's
     message_and_aggregate = spmm_message_and_aggregate  # type: ignore[assignment]
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, x_0, edge_index, edge_weight=None) -> jax.Array:
+    def __call__(self, x, x_0, edge_index, edge_weight=None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
         op = "GCN2Conv"
         x = node_features(x, op=op)
         x_0 = as_array(x_0, "x_0", op=op)

@@ -50,8 +50,9 @@ class GCNConv(eqx.Module):
     add_self_loops: bool = eqx.field(static=True, default=True)
     normalize: bool = eqx.field(static=True, default=True)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_weight=None):
+    def __call__(self, x, edge_index, edge_weight=None, *, out_sharding=None):
         op = "GCNConv"
         x = as_array(x, "x", op=op)
         # a SparseTensor adj_t: gcn_norm's fill_diag replaces the stored diagonal

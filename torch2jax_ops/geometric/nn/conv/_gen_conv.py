@@ -72,8 +72,10 @@ class GENConv(MessagePassing):
     aggr: Optional[str] = eqx.field(static=True, default=None)
     aggr_module: Any = None
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_attr=None, size=None, *, key=None):
+    def __call__(self, x, edge_index, edge_attr=None, size=None, *, key=None,
+                 out_sharding=None):
         op = "GENConv"
         x_src, x_dst = pair(x, op=op)
         graph = graph_input(edge_index, x_src, x_dst, op=op)  # values unused

@@ -59,8 +59,10 @@ class GeneralConv(GatedPropagation):
     aggr: str = eqx.field(static=True, default="add")
     node_dim = 0
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_attr=None, size=None):
+    def __call__(self, x, edge_index, edge_attr=None, size=None,
+                 *, out_sharding=None):
         op = "GeneralConv"
         tuple_input = isinstance(x, (tuple, list))
         x_src, x_dst = pair(x, op=op)

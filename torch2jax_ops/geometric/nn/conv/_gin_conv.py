@@ -44,8 +44,9 @@ class GINConv(eqx.Module):
             out = out + (1 + eps) * x_dst
         return self.nn(out)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index):
+    def __call__(self, x, edge_index, *, out_sharding=None):
         op = "GINConv"
         x_src, x_dst = pair(x, op=op)
         # a SparseTensor adj_t: PyG's rules for it (values dropped)
@@ -72,8 +73,9 @@ class GINEConv(GINConv):
     """
     lin: Optional[Linear] = None
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_attr=None):
+    def __call__(self, x, edge_index, edge_attr=None, *, out_sharding=None):
         op = "GINEConv"
         x_src, x_dst = pair(x, op=op)
         graph = graph_input(edge_index, x_src, x_dst, op=op)

@@ -47,8 +47,9 @@ class GraphConv(eqx.Module):
     aggr: Optional[str] = eqx.field(static=True, default="add")  # None: aggr_module
     aggr_module: Any = None  # an aggregation module port (aggr=SoftmaxAggregation(...) ...)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_weight=None):
+    def __call__(self, x, edge_index, edge_weight=None, *, out_sharding=None):
         op = "GraphConv"
         x_src, x_dst = pair(x, op=op)
         # a SparseTensor adj_t: PyG's rules for it (values used, ones without)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array, check_bounds, check_index
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Embedding, Linear, register_converter
 from ..._edges import edge_array, gather_rows, valid
 from .._common import edge_values
@@ -98,9 +98,11 @@ class HEATConv(GatedPropagation):
                              f"shape {tuple(edge_attr.shape)}")
         return edge_index, edge_type, edge_attr
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: Any, edge_index: Any, node_type: Any, edge_type: Any,
-                 edge_attr: Any = None, *, key: Any = None) -> jax.Array:
+                 edge_attr: Any = None, *, key: Any = None,
+                 out_sharding: OutSharding = None) -> jax.Array:
         op = "HEATConv"
         x = as_array(x, "x", op=op)
         if x.ndim != 2:

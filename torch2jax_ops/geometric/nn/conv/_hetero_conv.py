@@ -19,7 +19,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, UnsupportedModuleError, register_converter
 from ....nn._fx import Unsupported
 from ....nn._registry import functions
@@ -76,8 +76,10 @@ class HeteroConv(eqx.Module):
     keys: tuple = eqx.field(static=True)  # the conv of each edge type, in ``convs``
     aggr: Optional[str] = eqx.field(static=True, default="sum")
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, *args_dict: Any, **kwargs_dict: Any) -> dict:
+    def __call__(self, *args_dict: Any,
+                 out_sharding: OutSharding = None, **kwargs_dict: Any) -> dict:
         op = "HeteroConv"
         for arg in kwargs_dict:
             if not arg.endswith("_dict"):

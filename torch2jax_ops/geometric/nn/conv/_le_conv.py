@@ -6,7 +6,7 @@ from typing import Any, Optional
 import equinox as eqx
 import jax
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Linear, register_converter
 from .._common import edge_values, graph_input, pair
 from ._propagation import WeightedPropagation, check_common, convert_aggr
@@ -33,8 +33,10 @@ class LEConv(WeightedPropagation):
     aggr: str = eqx.field(static=True, default="add")
     aggr_module: Any = None
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_weight=None) -> jax.Array:
+    def __call__(self, x, edge_index, edge_weight=None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
         op = "LEConv"
         x_src, x_dst = pair(x, op=op)
         if x_dst is None:

@@ -7,7 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, ModuleList, register_converter
 from ._propagation import (
     WeightedPropagation,
@@ -44,8 +44,10 @@ class MixHopConv(WeightedPropagation):
     # PyG's message_and_aggregate(adj_t, x): its own signature, as message's is the layer's
     message_and_aggregate = spmm_message_and_aggregate  # type: ignore[assignment]
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_weight=None) -> jax.Array:
+    def __call__(self, x, edge_index, edge_weight=None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
         op = "MixHopConv"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]

@@ -172,8 +172,9 @@ class PNAConv(eqx.Module):
         lin, log = scaler.norms()
         return scale(out, deg, scaler.scaler, lin, log)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_attr=None):
+    def __call__(self, x, edge_index, edge_attr=None, *, out_sharding=None):
         op = "PNAConv"
         x = as_array(x, "x", op=op)
         n = x.shape[0]

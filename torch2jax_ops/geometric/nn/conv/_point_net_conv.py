@@ -35,8 +35,9 @@ class PointNetConv(MessagePassing):
     aggr: Optional[str] = eqx.field(static=True, default="max")
     aggr_module: Any = None
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, pos, edge_index, *, key=None):
+    def __call__(self, x, pos, edge_index, *, key=None, out_sharding=None):
         op = "PointNetConv"
         x_src = x[0] if isinstance(x, (tuple, list)) else x
         x_src = None if x_src is None else as_array(x_src, "x", op=op)

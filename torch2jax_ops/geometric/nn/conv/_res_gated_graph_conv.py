@@ -54,8 +54,9 @@ class ResGatedGraphConv(GatedPropagation):
         edge = edge_attr @ lin.weight[:, width:].T
         return node, edge if lin.bias is None else edge + lin.bias
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_attr=None):
+    def __call__(self, x, edge_index, edge_attr=None, *, out_sharding=None):
         op = "ResGatedGraphConv"
         x_src, x_dst = pair(x, op=op)
         if x_dst is None:

@@ -172,8 +172,9 @@ class RGCNConv(eqx.Module):
                 out = out + jnp.take(self.root, x_r, axis=0)
         return out if self.bias is None else out + self.bias
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_type=None):
+    def __call__(self, x, edge_index, edge_type=None, *, out_sharding=None):
         x_l, x_r = self._nodes(x)
         edge_index, edge_type = self._edges(edge_index, edge_type, x_l.shape[0], x_r.shape[0])
         out = self._relational(x_l, edge_index[0], edge_index[1], edge_type, x_r.shape[0],
@@ -191,8 +192,9 @@ class FastRGCNConv(RGCNConv):
     """
     _op = "FastRGCNConv"
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_type=None):
+    def __call__(self, x, edge_index, edge_type=None, *, out_sharding=None):
         x_l, x_r = self._nodes(x)
         edge_index, edge_type = self._edges(edge_index, edge_type, x_l.shape[0], x_r.shape[0])
         out = self._relational(x_l, edge_index[0], edge_index[1], edge_type, x_r.shape[0],

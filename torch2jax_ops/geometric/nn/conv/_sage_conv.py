@@ -48,8 +48,9 @@ class SAGEConv(eqx.Module):
     normalize: bool = eqx.field(static=True, default=False)
     aggr_module: Any = None  # an aggregation module port (aggr=SoftmaxAggregation(...) ...)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index):
+    def __call__(self, x, edge_index, *, out_sharding=None):
         op = "SAGEConv"
         x_src, x_dst = pair(x, op=op)
         # a SparseTensor adj_t: PyG's rules for it (values dropped)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._state import next_key
 from ..._edges import edge_array, gather, valid
@@ -87,9 +87,10 @@ class SuperGATConv(GatedPropagation):
         logits = jnp.sum(h_i * h_j, axis=-1)
         return logits if self.attention_type == "MX" else logits / math.sqrt(self.out_channels)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x, edge_index, neg_edge_index=None, batch=None, *, key=None,
-                 return_attention_loss: bool = False):
+                 return_attention_loss: bool = False, out_sharding: OutSharding = None):
         op = "SuperGATConv"
         if isinstance(x, (tuple, list)):
             raise TypeError(f"{op}: `x` must be one node-feature array [N, F] (SuperGATConv "

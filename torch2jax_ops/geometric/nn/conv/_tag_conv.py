@@ -6,7 +6,7 @@ from typing import Any, Optional
 import equinox as eqx
 import jax
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, ModuleList, register_converter
 from ._propagation import (
     WeightedPropagation,
@@ -44,8 +44,10 @@ class TAGConv(WeightedPropagation):
     def K(self) -> int:
         return len(self.lins) - 1
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, edge_index, edge_weight=None) -> jax.Array:
+    def __call__(self, x, edge_index, edge_weight=None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
         op = "TAGConv"
         x = node_features(x, op=op)
         n = x.shape[self.node_dim]

@@ -99,9 +99,10 @@ class TransformerConv(GatedPropagation):
         parts = [out[:, a:b] for a, b in zip(cuts[:-1], cuts[1:])]
         return tuple(parts) + ((None,) if not self.root_weight else ())
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x, edge_index, edge_attr=None, return_attention_weights=None, *,
-                 key=None):
+                 key=None, out_sharding=None):
         op = "TransformerConv"
         tuple_input = isinstance(x, (tuple, list))
         x_src, x_dst = pair(x, op=op)

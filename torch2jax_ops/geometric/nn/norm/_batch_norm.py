@@ -6,7 +6,7 @@ from typing import Any
 import equinox as eqx
 import jax
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import BatchNorm1d, Converter, register_converter
 
 __all__ = ["BatchNorm"]
@@ -26,8 +26,10 @@ class BatchNorm(eqx.Module):
     module: BatchNorm1d
     allow_single_element: bool = eqx.field(static=True, default=False)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x: jax.Array, *args: Any, **kwargs: Any) -> jax.Array:
+    def __call__(self, x: jax.Array, *args: Any,
+                 out_sharding: OutSharding = None, **kwargs: Any) -> jax.Array:
         if self.allow_single_element and x.shape[0] <= 1 and self.module.training:
             return eqx.tree_at(lambda b: b.training, self.module, False)(x)
         return self.module(x)

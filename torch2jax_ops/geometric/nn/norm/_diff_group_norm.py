@@ -5,7 +5,7 @@ import equinox as eqx
 import jax
 
 from ...._checking import as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import BatchNorm1d, Converter, Linear, register_converter
 
 __all__ = ["DiffGroupNorm"]
@@ -25,8 +25,9 @@ class DiffGroupNorm(eqx.Module):
     groups: int = eqx.field(static=True, default=1)
     lamda: float = eqx.field(static=True, default=0.01)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, *, out_sharding: OutSharding = None) -> jax.Array:
         x = as_array(x, "x", op="DiffGroupNorm")
         f, g = self.in_channels, self.groups
         s = jax.nn.softmax(self.lin(x), axis=-1)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ..._norm import degree
 from ._common import graph_ids, per_graph, spread
@@ -29,9 +29,11 @@ class GraphNorm(eqx.Module):
     mean_scale: jax.Array
     eps: float = eqx.field(static=True, default=1e-5)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: jax.Array, batch: Any = None,
-                 batch_size: Optional[int] = None) -> jax.Array:
+                 batch_size: Optional[int] = None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
         op = "GraphNorm"
         x = as_array(x, "x", op=op)
         batch, b = graph_ids(x, batch, batch_size, op=op)
@@ -49,9 +51,11 @@ class GraphSizeNorm(eqx.Module):
     ``batch.max() + 1``).
     """
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: jax.Array, batch: Any = None,
-                 batch_size: Optional[int] = None) -> jax.Array:
+                 batch_size: Optional[int] = None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
         op = "GraphSizeNorm"
         x = as_array(x, "x", op=op)
         batch, b = graph_ids(x, batch, batch_size, op=op)
@@ -66,9 +70,10 @@ class MeanSubtractionNorm(eqx.Module):
     with a ``batch``.
     """
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: jax.Array, batch: Any = None,
-                 dim_size: Optional[int] = None) -> jax.Array:
+                 dim_size: Optional[int] = None, *, out_sharding: OutSharding = None) -> jax.Array:
         op = "MeanSubtractionNorm"
         x = as_array(x, "x", op=op)
         if batch is None:

@@ -7,7 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import record_update
 from ....torch_scatter._groups import Groups
@@ -56,8 +56,9 @@ class HeteroBatchNorm(eqx.Module):
     momentum: Optional[float] = eqx.field(static=True, default=0.1)
     training: bool = eqx.field(static=True, default=False)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x: Any, type_vec: Any) -> jax.Array:
+    def __call__(self, x: Any, type_vec: Any, *, out_sharding: OutSharding = None) -> jax.Array:
         t = self.num_types
         x, type_vec = typed_rows(x, type_vec, t, op="HeteroBatchNorm", what="statistics")
         if self.training or self.running_mean is None:

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import record_update
 from ..._norm import degree
@@ -47,9 +47,11 @@ class InstanceNorm(eqx.Module):
     track_running_stats: bool = eqx.field(static=True, default=False)
     training: bool = eqx.field(static=True, default=False)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: jax.Array, batch: Any = None,
-                 batch_size: Optional[int] = None) -> jax.Array:
+                 batch_size: Optional[int] = None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
         op = "InstanceNorm"
         x = as_array(x, "x", op=op)
         input_stats = self.training or not self.track_running_stats

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ..._norm import degree
 from ._common import graph_ids, per_graph, spread
@@ -37,9 +37,11 @@ class LayerNorm(eqx.Module):
     affine: bool = eqx.field(static=True, default=True)
     mode: str = eqx.field(static=True, default="graph")
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: jax.Array, batch: Any = None,
-                 batch_size: Optional[int] = None) -> jax.Array:
+                 batch_size: Optional[int] = None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
         op = "LayerNorm"
         x = as_array(x, "x", op=op)
         if self.mode == "node":

@@ -5,7 +5,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 
 __all__ = ["MessageNorm"]
@@ -39,8 +39,9 @@ class MessageNorm(eqx.Module):
     scale: jax.Array
     learn_scale: bool = eqx.field(static=True, default=False)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, x, msg, p: float = 2.0):
+    def __call__(self, x, msg, p: float = 2.0, *, out_sharding: OutSharding = None):
         norm = _norm(msg, p)
         msg = msg / jnp.where(norm < 1e-12, jnp.asarray(1e-12, norm.dtype), norm)
         return msg * _norm(x, p) * self.scale

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ._common import graph_ids, per_graph, spread
 from ._message_norm import _norm
@@ -29,9 +29,11 @@ class PairNorm(eqx.Module):
     scale_individually: bool = eqx.field(static=True, default=False)
     eps: float = eqx.field(static=True, default=1e-5)
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: jax.Array, batch: Any = None,
-                 batch_size: Optional[int] = None) -> jax.Array:
+                 batch_size: Optional[int] = None,
+                 *, out_sharding: OutSharding = None) -> jax.Array:
         op = "PairNorm"
         x = as_array(x, "x", op=op)
         scale = self.scale

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Linear, register_converter
 
 __all__ = ["JumpingKnowledge", "BiLSTM"]
@@ -98,8 +98,9 @@ class JumpingKnowledge(eqx.Module):
         if self.mode == "lstm" and (self.lstm is None or self.att is None):
             raise ValueError("JumpingKnowledge: mode='lstm' needs `lstm` and `att`")
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
-    def __call__(self, xs: Sequence[jax.Array]) -> jax.Array:
+    def __call__(self, xs: Sequence[jax.Array], *, out_sharding: OutSharding = None) -> jax.Array:
         op = "JumpingKnowledge"
         if not isinstance(xs, (list, tuple)) or not xs:
             raise TypeError(f"{op}: `xs` must be a non-empty list of the layers' node features, "

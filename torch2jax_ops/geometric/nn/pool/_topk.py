@@ -46,7 +46,7 @@ import jax.numpy as jnp
 
 from ...._batch_vector import BatchVector, graph_count
 from ...._checking import as_array, is_traced
-from ...._sharding import sharding_aware
+from ...._sharding import OutSharding, sharding_aware
 from ....nn import Activation, Converter, register_converter
 from ..._edges import aggregate, check_ids, edge_array, gather, node_count
 from ..._softmax import segment_softmax
@@ -259,10 +259,11 @@ class TopKPooling(eqx.Module):
     multiplier: float = eqx.field(static=True, default=1.0)
     tie_break: str = eqx.field(static=True, default="torch")
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: jax.Array, edge_index: jax.Array, edge_attr: Optional[jax.Array] = None,
                  batch: Optional[jax.Array] = None, attn: Optional[jax.Array] = None, *,
-                 num_graphs: Optional[int] = None) -> tuple:
+                 num_graphs: Optional[int] = None, out_sharding: OutSharding = None) -> tuple:
         return _pool(self.select, x, edge_index, edge_attr, batch, attn, num_graphs,
                      self.multiplier, self.tie_break, op="TopKPooling")
 
@@ -283,10 +284,11 @@ class SAGPooling(eqx.Module):
     multiplier: float = eqx.field(static=True, default=1.0)
     tie_break: str = eqx.field(static=True, default="torch")
 
+    # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x: jax.Array, edge_index: jax.Array, edge_attr: Optional[jax.Array] = None,
                  batch: Optional[jax.Array] = None, attn: Optional[jax.Array] = None, *,
-                 num_graphs: Optional[int] = None) -> tuple:
+                 num_graphs: Optional[int] = None, out_sharding: OutSharding = None) -> tuple:
         def gnn(a):
             a = a.reshape(-1, 1) if a.ndim == 1 else a
             return self.gnn(a, edge_index)
