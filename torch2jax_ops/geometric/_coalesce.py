@@ -234,8 +234,11 @@ def coalesce(edge_index: ArrayLike, edge_attr: EdgeAttr = MISSING,
     check_reduce(reduce, PYG_REDUCTIONS, op=op,
                  hints={"any": "not ported: its winner is write-order dependent"})
     form, arrays = _attrs(edge_attr, edge_index.shape[1], op=op)
-    out_index, out, opens = _coalesce(edge_index, arrays, n, reduce, is_sorted, sort_by_row,
-                                      op=op)
+    # the index part on its own: concrete ids give concrete outputs even when the attributes
+    # are traced (under jax.ensure_compile_time_eval, as the fx table runs it)
+    out_index, _, opens = _coalesce(edge_index, [], n, reduce, is_sorted, sort_by_row, op=op)
+    out = _coalesce(edge_index, arrays, n, reduce, is_sorted, sort_by_row, op=op)[1] \
+        if arrays else []
     count = int(np.asarray(opens).sum())
     if count == edge_index.shape[1]:  # nothing merged: PyG returns the sorted input as it is
         perm = (_order(edge_index, sort_by_row) if not is_sorted

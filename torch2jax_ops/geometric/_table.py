@@ -16,6 +16,7 @@ from .. import torch_scatter as _torch_scatter
 from .._checking import is_traced
 from .._dtypes import canonical_jax_dtype
 from ..nn import register_function
+from ..nn._functions_sparse import eager_indices as _eager_indices
 from ._dense import to_dense_batch
 from ._loops import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
                      remove_self_loops)
@@ -42,8 +43,14 @@ register_function("torch_geometric.utils.softmax", "torch_geometric.utils._softm
     softmax)
 register_function("torch_geometric.utils.to_dense_batch",
                   "torch_geometric.utils._to_dense_batch.to_dense_batch")(to_dense_batch)
-register_function("torch_geometric.utils.add_self_loops",
-                  "torch_geometric.utils.loop.add_self_loops")(add_self_loops)
+
+
+@register_function("torch_geometric.utils.add_self_loops",
+                   "torch_geometric.utils.loop.add_self_loops")
+def _add_self_loops(edge_index: Any, edge_attr: Any = None, fill_value: Any = None,
+                    num_nodes: Optional[int] = None) -> Any:
+    with _eager_indices(edge_index):  # concrete ids stay concrete (augment_adj's chain)
+        return add_self_loops(edge_index, edge_attr, fill_value, num_nodes)
 
 
 @register_function("torch_geometric.utils.degree", "torch_geometric.utils._degree.degree")
@@ -56,7 +63,8 @@ def _degree(index: Any, num_nodes: Optional[int] = None, dtype: Any = None) -> A
 def _remove_self_loops(edge_index: Any, edge_attr: Any = None) -> Any:
     # under jit this raises and names remove_self_loops_static (PyG's call has no
     # num_nodes, so the dropped slot is unknown here)
-    return remove_self_loops(edge_index, edge_attr)
+    with _eager_indices(edge_index):  # concrete ids stay concrete, attributes traced
+        return remove_self_loops(edge_index, edge_attr)
 
 
 @register_function("torch_geometric.utils.add_remaining_self_loops",
@@ -105,8 +113,15 @@ register_function("torch_geometric.utils.sort_edge_index",
 register_function("torch_geometric.utils.to_dense_adj",
                   "torch_geometric.utils._to_dense_adj.to_dense_adj")(_to_dense_adj)
 register_function("torch_geometric.utils.spmm", "torch_geometric.utils._spmm.spmm")(_spmm)
-register_function("torch_geometric.utils.to_edge_index",
-                  "torch_geometric.utils.sparse.to_edge_index")(_to_edge_index)
+
+
+@register_function("torch_geometric.utils.to_edge_index",
+                   "torch_geometric.utils.sparse.to_edge_index")
+def _to_edge_index_entry(adj: Any) -> Any:
+    with _eager_indices(adj):
+        return _to_edge_index(adj)
+
+
 register_function("torch_geometric.utils.k_hop_subgraph",
                   "torch_geometric.utils._subgraph.k_hop_subgraph")(_k_hop_subgraph)
 
@@ -116,7 +131,8 @@ def _coalesce_entry(edge_index: Any, edge_attr: Any = _MISSING, num_nodes: Optio
                     reduce: str = "sum", is_sorted: bool = False,
                     sort_by_row: bool = True) -> Any:
     fn = _coalesce_static if is_traced(edge_index) and num_nodes is not None else _coalesce
-    return fn(edge_index, edge_attr, num_nodes, reduce, is_sorted, sort_by_row)
+    with _eager_indices(edge_index):
+        return fn(edge_index, edge_attr, num_nodes, reduce, is_sorted, sort_by_row)
 
 
 @register_function("torch_geometric.utils.to_undirected",

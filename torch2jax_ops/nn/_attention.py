@@ -106,6 +106,12 @@ class MultiheadAttention(eqx.Module):
         mask = _canonical(attn_mask, "attn_mask", dtype, op)
 
         # projections
+        wq: Any
+        wk: Any
+        wv: Any
+        bq: Any
+        bk: Any
+        bv: Any
         if self.in_proj_weight is not None:
             wq, wk, wv = jnp.split(self.in_proj_weight, 3, axis=0)
         else:

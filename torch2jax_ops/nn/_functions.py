@@ -18,7 +18,9 @@ Sections, one private module each:
   sort/topk;
 * :mod:`._functions_nn` -- activations, softmax, normalisation, embedding,
   one_hot, pad, similarity, dropout and random factories;
-* :mod:`._functions_loss` -- the losses.
+* :mod:`._functions_loss` -- the losses;
+* :mod:`._functions_sparse` -- torch sparse COO / CSR tensors (BCOO / BCSR): construction,
+  sparse products, accessors.
 
 :func:`function_keys` / :func:`method_keys` list what this table registers (from the
 registry: one entry per key, so the order these modules load in changes nothing).
@@ -32,6 +34,7 @@ from . import (  # noqa: F401  (each registers its entries)
     _functions_nn,
     _functions_reduce,
     _functions_shape,
+    _functions_sparse,
 )
 from ._functions_base import dtype_arg, function_keys, method_keys, promote, result_type
 

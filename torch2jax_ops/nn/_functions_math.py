@@ -32,6 +32,7 @@ from ._functions_base import (
     safe_abs,
     to_float,
 )
+from ._functions_sparse import is_sparse, sparse_matmul
 
 __all__: list = []
 
@@ -536,7 +537,10 @@ def _same_dtype(name: str, *xs: jax.Array) -> None:
 @op("matmul", functions=("operator.matmul",))
 def matmul(input: jax.Array, other: jax.Array, *, out: Any = None) -> jax.Array:
     """``torch.matmul`` / ``@``: NumPy's rules (1-d operands, batch broadcasting); same dtypes
-    (as torch); full float32 precision."""
+    (as torch); full float32 precision. A sparse operand (``BCOO`` / ``BCSR``): see
+    :func:`._functions_sparse.sparse_matmul`."""
+    if is_sparse(input) or is_sparse(other):
+        return sparse_matmul(input, other)
     _same_dtype("matmul", input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise ValueError("matmul: both arguments to matmul need to be at least 1D")

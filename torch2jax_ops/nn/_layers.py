@@ -74,6 +74,12 @@ class Identity(eqx.Module):
         return x
 
 
+def _glu(x: jax.Array, dim: int) -> jax.Array:
+    """``torch.nn.GLU``: ``a * sigmoid(b)`` of the two halves along ``dim``."""
+    a, b = jnp.split(x, 2, axis=dim)
+    return a * jax.nn.sigmoid(b)
+
+
 def _softmax_dim(x: jax.Array, dim: Optional[int]) -> int:
     """torch's implicit softmax dim (``dim=None``): 0 for 0-, 1- and 3-D inputs, else 1."""
     if dim is not None:
@@ -116,8 +122,7 @@ ACTIVATIONS: dict[str, tuple[Callable, tuple]] = {
                                                   jnp.zeros((), x.dtype)), ("lambd",)),
     "Threshold": (lambda x, threshold=0.0, value=0.0: jnp.where(
         x > threshold, x, jnp.asarray(value, x.dtype)), ("threshold", "value")),
-    "GLU": (lambda x, dim=-1: (lambda a, b: a * jax.nn.sigmoid(b))(
-        *jnp.split(x, 2, axis=dim)), ("dim",)),
+    "GLU": (lambda x, dim=-1: _glu(x, dim), ("dim",)),
     "Softmax": (lambda x, dim=None: jax.nn.softmax(x, axis=_softmax_dim(x, dim)), ("dim",)),
     "LogSoftmax": (lambda x, dim=None: jax.nn.log_softmax(x, axis=_softmax_dim(x, dim)),
                    ("dim",)),
@@ -219,7 +224,7 @@ class BatchNorm1d(eqx.Module):
     training: bool = eqx.field(static=True, default=False)
 
     #: the input ranks accepted, and how the error names them
-    _ndims = (2, 3)
+    _ndims: tuple[int, ...] = (2, 3)
     _layouts = "a 2-D [N, C] or 3-D [N, C, L]"
 
     def __call__(self, x: jax.Array) -> jax.Array:

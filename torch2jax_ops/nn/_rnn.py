@@ -15,7 +15,7 @@ The arrays keep torch's names (``weight_ih_l0``, ``bias_hh_l1_reverse``,
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import equinox as eqx
 import jax
@@ -118,6 +118,7 @@ def rnn_cell_step(mode: str, x_proj: jax.Array, h: jax.Array, c: Optional[jax.Ar
         return (jnp.tanh(pre) if nonlinearity == "tanh" else jax.nn.relu(pre)), None
     if mode == "LSTM":
         i, f, g, o = jnp.split(x_proj + hh, 4, axis=-1)
+        assert c is not None  # an LSTM step carries its cell state
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
         h = jax.nn.sigmoid(o) * jnp.tanh(c)
         if w_hr is not None:
@@ -195,7 +196,7 @@ class _RNNBase(NamedArrays):
                 cs.append(c_last)
             out = outs[0] if D == 1 else jnp.concatenate(outs, axis=-1)
         h_n = jnp.stack(hs)
-        c_n = jnp.stack(cs) if mode == "LSTM" else None
+        c_n = jnp.stack(cast(list, cs)) if mode == "LSTM" else None
         if not batched:
             out, h_n = out[:, 0], h_n[:, 0]
             c_n = c_n[:, 0] if c_n is not None else None
