@@ -165,7 +165,7 @@ def sparse_csr_tensor(crow_indices: Any, col_indices: Any, values: Any, size: An
             raise TypeError(f"{op}: `size` is needed when col_indices are traced (the column "
                             f"count is read off their values)")
         cols = int(_host(col).max()) + 1 if col.shape[0] else 0
-        default = (crow.shape[0] - 1, cols)
+        default: tuple = (crow.shape[0] - 1, cols)
     else:
         default = ()
     size = _size_arg(size, default, values, op=op)
