@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from parity_tests.cases.norms import _perturb_buffers
 from torch2jax_ops import dtypes
 from torch2jax_ops.parity._suite import Case, register
 
@@ -370,19 +371,6 @@ def _bag(weighted: bool, ndim: int = 1, last: bool = False) -> Callable:
 TRAIN = ("BatchNorm2d-train", "BatchNorm1d-train")
 
 
-def _buffers(module, seed: int):
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, b in module.named_buffers():
-            if name.endswith("running_mean"):
-                b.add_(0.3 * torch.randn(b.shape, generator=gen, dtype=b.dtype))
-            elif name.endswith("running_var"):
-                b.mul_(torch.rand(b.shape, generator=gen, dtype=b.dtype) + 0.5)
-    return module
-
-
 def all_layers() -> dict[str, tuple[Callable, Callable]]:
     """label -> (make the torch module, make (args, kwargs) for a dtype)."""
     return {**_rnn_cases(), **_mha_cases(), **_conv_pool_cases(), **_more_cases()}
@@ -403,7 +391,7 @@ def torch_nn_cases() -> Iterable[Case]:
                 from torch2jax_ops.nn import from_torch
 
                 torch.manual_seed(0)
-                module = _buffers(_perturb(make(), sum(map(ord, label))), 3)
+                module = _perturb_buffers(_perturb(make(), sum(map(ord, label))), 3)
                 module = module.to(dtypes.torch_dtype(dtype)).train(label in TRAIN)
                 args, kwargs = make_args(dtype)
                 return module, from_torch(module, copy=True), args, kwargs, {}

@@ -21,6 +21,17 @@ __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvNd", "ConvTranspose1d", "ConvTrans
 _PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
+
+def batch_axis(input: Any, dims: int, *, op: str) -> tuple[jax.Array, bool]:
+    """``input`` ``[N, C, *spatial]`` (batched) or ``[C, *spatial]`` as a batched array, and
+    whether it was batched (``dims`` spatial axes)."""
+    x = jnp.asarray(input)
+    if x.ndim not in (dims + 1, dims + 2):
+        raise ValueError(f"{op}: expected {dims + 1}-D (unbatched) or {dims + 2}-D (batched) "
+                         f"input, got shape {tuple(x.shape)}")
+    batched = x.ndim == dims + 2
+    return (x if batched else x[None]), batched
+
 class ConvNd(eqx.Module):
     """``torch.nn.Conv{1,2,3}d`` (``dims`` spatial axes); ``padding`` is per-axis ``(lo, hi)``."""
     weight: jax.Array
@@ -34,13 +45,7 @@ class ConvNd(eqx.Module):
     def __call__(self, input: jax.Array) -> jax.Array:
         dims = self.weight.ndim - 2
         op = f"Conv{dims}d"
-        x = jnp.asarray(input)
-        if x.ndim not in (dims + 1, dims + 2):
-            raise ValueError(f"{op}: expected {dims + 1}-D (unbatched) or {dims + 2}-D (batched) "
-                             f"input, got shape {tuple(x.shape)}")
-        batched = x.ndim == dims + 2
-        if not batched:
-            x = x[None]
+        x, batched = batch_axis(input, dims, op=op)
         c_in = self.weight.shape[1] * self.groups
         if x.shape[1] != c_in:
             raise ValueError(f"{op}: expected input with {c_in} channels (axis 1 of a batched "
@@ -91,13 +96,7 @@ class ConvTransposeNd(eqx.Module):
     def __call__(self, input: jax.Array, output_size: Optional[Any] = None) -> jax.Array:
         dims = self.weight.ndim - 2
         op = f"ConvTranspose{dims}d"
-        x = jnp.asarray(input)
-        if x.ndim not in (dims + 1, dims + 2):
-            raise ValueError(f"{op}: expected {dims + 1}-D (unbatched) or {dims + 2}-D (batched) "
-                             f"input, got shape {tuple(x.shape)}")
-        batched = x.ndim == dims + 2
-        if not batched:
-            x = x[None]
+        x, batched = batch_axis(input, dims, op=op)
         c_in, k = self.weight.shape[0], self.weight.shape[2:]
         if x.shape[1] != c_in:
             raise ValueError(f"{op}: expected input with {c_in} channels, got shape "

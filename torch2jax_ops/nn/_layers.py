@@ -8,7 +8,7 @@ counterpart computes in ``eval()`` mode. Shapes follow torch: features last,
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import equinox as eqx
 import jax
@@ -224,7 +224,7 @@ class BatchNorm1d(eqx.Module):
     training: bool = eqx.field(static=True, default=False)
 
     #: the input ranks accepted, and how the error names them
-    _ndims: tuple[int, ...] = (2, 3)
+    _ndims: ClassVar[tuple[int, ...]] = (2, 3)
     _layouts = "a 2-D [N, C] or 3-D [N, C, L]"
 
     def __call__(self, x: jax.Array) -> jax.Array:
