@@ -174,6 +174,12 @@ class NoModel:
     why: str
 
 
+@dataclass
+class NotMeasured:
+    """A model the script does not build yet (a spec to write): not counted."""
+    why: str
+
+
 XE = lambda ns, d: (d.x, d.edge_index)  # noqa: E731
 XEB = lambda ns, d: (d.x, d.edge_index, d.batch)  # noqa: E731
 DATA = lambda ns, d: (d,)  # noqa: E731
@@ -245,6 +251,22 @@ def _with(d, **kw):
 def _hetero_items():
     return hetero_graph({"user": (10, 6), "item": (12, 5)},
                         [("user", "to", "item"), ("item", "rev_to", "user"), ("item", "to", "item")])
+
+
+def _randla():
+    return {"lrelu02_kwargs": {"negative_slope": 0.2}, "bn099_kwargs": {"momentum": 0.01, "eps": 1e-6}}
+
+
+def _hetero(*types_and_edges):
+    *types, edges = types_and_edges
+    d = hetero_graph({t: (n, max(f, 1)) for t, n, f in types}, edges)
+    return d
+
+
+def _ids(d, t):
+    import torch
+    d[t].x = torch.arange(d[t].num_nodes)
+    return d
 
 
 def _with_weight(d):
@@ -349,16 +371,17 @@ SPECS: dict = {
     "linkx": Spec(lambda ns, d: ns["LINKX"](20, 8, hidden_channels=16, out_channels=4, num_layers=1,
                                             num_edge_layers=1, num_node_layers=1, dropout=0.5), XE,
                   cls="LINKX (PyG)"),
-    "lpformer": Spec(lambda ns, d: ns["LPFormer"](8, 16, num_gnn_layers=1, gnn_layers=1, num_transformer_layers=1,
-                                                  num_heads=1, dropout=0.0, ppr_thresholds=[0, 1e-4, 1e-2]),
-                     XE, cls="LPFormer (PyG)", note="constructor only; forward needs link-prediction inputs"),
+    "lpformer": NotMeasured("LPFormer (PyG): its forward takes link batches and a precomputed PPR "
+                            "matrix; no spec written yet"),
     "mixhop": Spec(lambda ns, d: ns["MixHop"](), XE, globals=DS, cls="MixHop"),
     "ogbn_proteins_deepgcn": Spec(lambda ns, d: ns["DeeperGCN"](16, 4),
                                   lambda ns, d: (d.x, d.edge_index, d.edge_attr),
                                   data=lambda: _with(node_graph(edge_dim=8), y=None), globals=lambda d: {
                                       "data": NS(x=d.x, edge_attr=d.edge_attr, y=__import__("torch").zeros(1, 3))},
                                   cls="DeeperGCN"),
-    "ogbn_train": Spec(lambda ns, d: ns["SGFormer"](8, 16, 4, trans_num_layers=1, gnn_num_layers=2), XE,
+    "ogbn_train": Spec(lambda ns, d: ns["SGFormer"](8, 16, 4, trans_num_layers=1, gnn_num_layers=2),
+                       lambda ns, d: (d.x, d.edge_index, __import__("torch").zeros(d.num_nodes, dtype=__import__(
+                           "torch").long)),
                        cls="SGFormer (PyG)"),
     "ogc": Spec(lambda ns, d: ns["LinearNeuralNetwork"](8, 4), lambda ns, d: (d.x,), cls="LinearNeuralNetwork"),
     "pmlp": Spec(lambda ns, d: ns["PMLP"](8, 16, 4, num_layers=2, dropout=0.5, norm=False), XE,
@@ -375,7 +398,7 @@ SPECS: dict = {
                  data=lambda: _typed(node_graph(), 3),
                  globals=lambda d: {"data": d, "dataset": dataset_ns(num_relations=3),
                                     "Conv": _pyg_nn("RGCNConv")}, cls="Net"),
-    "rgcn_link_pred": Spec(lambda ns, d: ns["RGCNEncoder"](20, 8, 3), lambda ns, d: (d.edge_index, d.edge_type),
+    "rgcn_link_pred": Spec(lambda ns, d: ns["RGCNEncoder"](20, 10, 3), lambda ns, d: (d.edge_index, d.edge_type),
                            data=lambda: _typed(node_graph(), 3), cls="RGCNEncoder"),
     "sgc": Spec(lambda ns, d: ns["Net"](), lambda ns, d: (), globals=DS, cls="Net"),
     "shadow": Spec(lambda ns, d: ns["GNN"](8, 16, 4),
@@ -400,7 +423,8 @@ SPECS: dict = {
     "renet": NoModel("RENet needs an event dataset's history buffers (pre-transform); not built"),
     "tgn": Spec(lambda ns, d: ns["LinkPredictor"](8), lambda ns, d: (d.x[:5], d.x[5:10]),
                 cls="LinkPredictor", note="TGN memory is stateful; its link predictor only"),
-    "wl_kernel": Spec(lambda ns, d: ns["WL"](2), XEB, data=lambda: graph_list(x_int=3),
+    "wl_kernel": Spec(lambda ns, d: ns["WL"](2), XEB,
+                      data=lambda: [_with(g, x=g.x[:, 0]) for g in graph_list(x_int=3)],
                       graphs=True, jax_args=G_XEB, cls="WL"),
     "equilibrium_median": Spec(lambda ns, d: ns["EquilibriumAggregation"](1, 10, [16, 16], 1),
                                lambda ns, d: (d.x[:, :1],), cls="EquilibriumAggregation (PyG)"),
@@ -449,18 +473,19 @@ SPECS: dict = {
                                     for g in graph_list(x_int=28, edge_int=4)], graphs=True,
                       jax_args=lambda g: (g.x, g.extras["pe"], g.edge_index, g.edge_attr, g.batch), cls="GPS"),
     "gpse": Spec(lambda ns, d: ns["GPSEPlusGNN"](dim_emb=16, dim_conv=16, conv_type="gcn", num_layers=2,
-                                                 dim_pe_in=20, dim_pe_out=8, encoder="none", gpse=False),
-                 DATA, data=lambda: [_with(g, x=g.x[:, :8]) for g in graph_list()], graphs=True,
-                 cls="GPSEPlusGNN", note="gpse=False: the GPSE encodings come from a pretrained model"),
+                                                 dim_pe_in=20, dim_pe_out=8, encoder="none", gpse=True),
+                 DATA, data=lambda: [_with(g, pestat_GPSE=__import__("torch").rand(g.num_nodes, 20))
+                                     for g in graph_list()], graphs=True,
+                 cls="GPSEPlusGNN", note="random pestat_GPSE in place of the pretrained GPSE encodings"),
     "attentive_fp": Spec(lambda ns, d: ns["AttentiveFP"](in_channels=8, hidden_channels=16, out_channels=1,
                                                          edge_dim=4, num_layers=2, num_timesteps=2, dropout=0.2),
                          lambda ns, d: (d.x, d.edge_index, d.edge_attr, d.batch),
                          data=lambda: graph_list(edge_dim=4), graphs=True,
                          jax_args=lambda g: (g.x, g.edge_index, g.edge_attr, g.batch), cls="AttentiveFP (PyG)"),
-    "seal_link_pred": Spec(lambda ns, d: ns["DGCNN"](16, 2, k=5), XEB,
+    "seal_link_pred": Spec(lambda ns, d: ns["DGCNN"](16, 2, k=10), XEB,
                            data=lambda: [_with(g, z=__import__("torch").randint(0, 10, (g.num_nodes,)))
                                          for g in graph_list()], graphs=True, jax_args=G_XEB,
-                           globals=lambda d: {"train_dataset": [NS(num_nodes=8)] * 4,
+                           globals=lambda d: {"train_dataset": NS(num_features=8),
                                               "data": NS(num_features=8)}, cls="DGCNN"),
     "qm9_pretrained_schnet": Spec(lambda ns, d: ns["SchNet"](hidden_channels=16, num_filters=16,
                                                              num_interactions=2, num_gaussians=10, cutoff=5.0),
@@ -491,7 +516,7 @@ SPECS: dict = {
                              graphs=True, globals=lambda d: {"d": NS(num_features=1, num_classes=4),
                                                              "transform": None}, cls="Net"),
     "point_transformer_classification": Spec(lambda ns, d: ns["Net"](0, 4, dim_model=[8, 16], k=4),
-                                             lambda ns, d: (None, d.pos, d.batch),
+                                             lambda ns, d: (d.x[:, :1] * 0 + 1, d.pos, d.batch),
                                              data=lambda: graph_list(pos=3), graphs=True, cls="Net"),
     "point_transformer_segmentation": Spec(lambda ns, d: ns["Net"](3, 4, dim_model=[8, 16], k=4),
                                            lambda ns, d: (d.x[:, :3], d.pos, d.batch),
@@ -503,10 +528,12 @@ SPECS: dict = {
                                    data=lambda: graph_list(f=3, pos=3), graphs=True, cls="Net"),
     "randlanet_classification": Spec(lambda ns, d: ns["Net"](3, 4, decimation=2, num_neighboors=4),
                                      lambda ns, d: (d.x[:, :3], d.pos, d.batch, d.ptr),
-                                     data=lambda: graph_list(pos=3), graphs=True, cls="Net"),
+                                     data=lambda: graph_list(pos=3), graphs=True, globals=lambda d: _randla(),
+                                     cls="Net"),
     "randlanet_segmentation": Spec(lambda ns, d: ns["Net"](3, 4, decimation=2, num_neighbors=4),
                                    lambda ns, d: (d.x[:, :3], d.pos, d.batch, d.ptr),
-                                   data=lambda: graph_list(pos=3), graphs=True, cls="Net"),
+                                   data=lambda: graph_list(pos=3), graphs=True, globals=lambda d: _randla(),
+                                   cls="Net"),
     # ---- heterogeneous graphs
     "hetero/hgt_dblp": Spec(lambda ns, d: ns["HGT"](16, 4, num_heads=2, num_layers=1),
                             lambda ns, d: (d.x_dict, d.edge_index_dict), data=_hetero_dblp,
@@ -519,10 +546,12 @@ SPECS: dict = {
                             globals=lambda d: {"data": d, "metapaths": None}, cls="HAN"),
     "hetero/bipartite_sage": Spec(lambda ns, d: ns["Model"](10, hidden_channels=16, out_channels=16),
                                   lambda ns, d: (d.x_dict, d.edge_index_dict, _label_index(d)),
-                                  data=_hetero_movies, cls="Model"),
+                                  data=lambda: _ids(_hetero(("user", 10, 0), ("movie", 12, 5), [
+                                      ("user", "rates", "movie"), ("movie", "rev_rates", "user"),
+                                      ("movie", "metapath_0", "movie")]), "user"), cls="Model"),
     "hetero/bipartite_sage_unsup": Spec(lambda ns, d: ns["Model"](10, 12, hidden_channels=16, out_channels=16),
-                                        lambda ns, d: (d.x_dict, d.edge_index_dict, _label_index(d)),
-                                        data=_hetero_items, globals=lambda d: {"device": "cpu"}, cls="Model"),
+                                        lambda ns, d: (d.x_dict, d.edge_index_dict, _label_index(d, t="item")),
+                                        data=lambda: _ids(_ids(_hetero_items(), "user"), "item"), globals=lambda d: {"device": "cpu"}, cls="Model"),
     "hetero/hetero_link_pred": Spec(lambda ns, d: ns["Model"](hidden_channels=16),
                                     lambda ns, d: (d.x_dict, d.edge_index_dict, _label_index(d)),
                                     data=_hetero_movies, globals=lambda d: {"data": d}, cls="Model"),
@@ -545,8 +574,10 @@ SPECS: dict = {
         note="lazy (-1) channels are initialised by the first PyG call"),
     "hetero/hierarchical_sage": Spec(lambda ns, d: ns["HierarchicalHeteroGraphSage"](
         d.edge_types, hidden_channels=16, out_channels=4, num_layers=2),
-        lambda ns, d: (d.x_dict, d.edge_index_dict, None, None), data=_hetero_dblp,
-        cls="HierarchicalHeteroGraphSage", note="no sampled-count dicts (the full graph)"),
+        lambda ns, d: (d.x_dict, d.edge_index_dict, {k: v.size(1) and [v.size(1), 0] for k, v in
+                                                     d.edge_index_dict.items()},
+                       {t: [d[t].num_nodes, 0, 0] for t in d.node_types}), data=_hetero_dblp,
+        cls="HierarchicalHeteroGraphSage", note="the full graph: every node and edge at hop 0"),
     "hetero/metapath2vec": NoModel("MetaPath2Vec: a random-walk embedding table trained with a sampler, "
                                    "no graph forward"),
     "hetero/load_csv": NoModel("CSV loading utilities (SequenceEncoder wraps sentence-transformers)"),
@@ -585,6 +616,14 @@ def load_namespace(path: Path, extra: dict) -> tuple[dict, list]:
     ns.update(extra)
     errors = []
     for node in tree.body:
+        # `from pointnet2_classification import SAModule`: a sibling example is loaded the same way
+        # (definitions only), never executed as a script.
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and \
+                (path.parent / f"{node.module}.py").is_file() and node.module not in sys.modules:
+            sib_ns, _ = load_namespace(path.parent / f"{node.module}.py", extra)
+            sib = types.ModuleType(node.module)
+            sib.__dict__.update(sib_ns)
+            sys.modules[node.module] = sib
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             try:
                 exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), ns)
@@ -648,6 +687,9 @@ def run_one(name: str, src: Path) -> dict:
     spec = SPECS.get(name)
     if isinstance(spec, NoModel):
         row.update(status="no model", error=spec.why)
+        return row
+    if isinstance(spec, NotMeasured):
+        row.update(status="not measured", error=spec.why)
         return row
     if spec is None:
         row.update(status="no spec", error="no spec in SPECS: the file defines no model the script knows")
