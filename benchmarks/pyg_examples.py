@@ -551,7 +551,8 @@ SPECS: dict = {
                                       ("movie", "metapath_0", "movie")]), "user"), cls="Model"),
     "hetero/bipartite_sage_unsup": Spec(lambda ns, d: ns["Model"](10, 12, hidden_channels=16, out_channels=16),
                                         lambda ns, d: (d.x_dict, d.edge_index_dict, _label_index(d, t="item")),
-                                        data=lambda: _ids(_ids(_hetero_items(), "user"), "item"), globals=lambda d: {"device": "cpu"}, cls="Model"),
+                                        data=lambda: _ids(_ids(_hetero_items(), "user"), "item"),
+                                        globals=lambda d: {"device": "cpu"}, cls="Model"),
     "hetero/hetero_link_pred": Spec(lambda ns, d: ns["Model"](hidden_channels=16),
                                     lambda ns, d: (d.x_dict, d.edge_index_dict, _label_index(d)),
                                     data=_hetero_movies, globals=lambda d: {"data": d}, cls="Model"),
@@ -850,13 +851,12 @@ def main(argv=None) -> int:
             first = (row.get("error") or "").splitlines()[0][:150] if row.get("error") else ""
             print(f"{name:40s} {row['status']:28s} {row.get('jit') or '':24s} {row.get('seconds', 0):6.1f}s "
                   f"{first}", flush=True)
-    known.update(done)
-    rows = [known[n] for n in example_names(src) if n in known]
-    store.write_text(json.dumps(known, indent=1, sort_keys=True))
-    md = render(rows, src)
+            known[name] = row          # written after every example: an interrupted run keeps its rows
+            store.write_text(json.dumps(known, indent=1, sort_keys=True))
+            md = render([known[n] for n in example_names(src) if n in known], src)
+            Path(a.out).write_text(md)
     print()
     print(md)
-    Path(a.out).write_text(md)
     return 0
 
 
