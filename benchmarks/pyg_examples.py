@@ -32,8 +32,8 @@ PyG source checkout (``git clone https://github.com/pyg-team/pytorch_geometric``
 from __future__ import annotations
 
 import argparse
-import copy
 import ast
+import copy
 import json
 import os
 import subprocess
