@@ -10,7 +10,7 @@ PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 STAMP   = $(VENV)/.installed-$(TORCH)
 
-.PHONY: all setup kernels parity parity-quick test test-fast lint bench bench-gpu clean
+.PHONY: all setup kernels parity parity-quick test test-fast lint bench bench-gpu clean pyg-examples
 
 all: test
 
@@ -82,3 +82,16 @@ bench-gpu:
 clean:
 	rm -rf $(VENV) $(REPORT) .pytest_cache .hypothesis
 	rm -f torch2jax_ops/torch_scatter/_kernels/*.so
+
+# PyG's own example models through from_torch + compare_modules (benchmarks/PYG_EXAMPLES.md).
+# Needs a PyG source checkout: make pyg-examples PYG_SRC=/path/to/pytorch_geometric
+# Not part of CI. EXAMPLES= reruns only those examples; JOBS= runs several at once.
+PYG_SRC ?=
+EXAMPLES ?=
+JOBS ?= 1
+pyg-examples:
+	@if [ -z "$(PYG_SRC)" ] || [ ! -d "$(PYG_SRC)/examples" ]; then \
+	  echo "pyg-examples needs PYG_SRC, a clone of pyg-team/pytorch_geometric:"; \
+	  echo "  git clone --depth 1 https://github.com/pyg-team/pytorch_geometric /tmp/pyg"; \
+	  echo "  make pyg-examples PYG_SRC=/tmp/pyg"; exit 2; fi
+	PYG_SRC="$(PYG_SRC)" $(PY) benchmarks/pyg_examples.py --jobs $(JOBS) $(EXAMPLES)
