@@ -266,7 +266,8 @@ def jit_with_constant_indices(fn: Callable) -> Callable:
     does not pass. Floating inputs and the parameters stay traced (they are differentiated).
     One compilation per distinct set of index arrays (by identity). A port that cannot
     run so (a utility whose exact form needs concrete values too) runs with everything
-    traced, as under the user's own ``jax.jit``; if that fails too, its error is raised.
+    traced, as under the user's own ``jax.jit``; if that fails too, the first error (the
+    one with torch's sizes) is raised.
     """
     import equinox as eqx
 
@@ -278,8 +279,13 @@ def jit_with_constant_indices(fn: Callable) -> Callable:
             return constant(*args, **kwargs)
         except _NotFusable:
             raise
-        except Exception:  # noqa: BLE001 - the traced form decides (and names the error)
-            return traced(*args, **kwargs)
+        except Exception as first:  # noqa: BLE001 - the traced form may still run
+            try:
+                return traced(*args, **kwargs)
+            except _NotFusable:
+                raise
+            except Exception:  # noqa: BLE001 - torch's sizes: the error that explains
+                raise first from None
 
     def constant(*args: Any, **kwargs: Any) -> Any:
         flat, treedef = jax.tree_util.tree_flatten((args, kwargs))
@@ -442,6 +448,11 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
            if grad and t.is_floating_point() and int(p[1:].split("]")[0]) in positions
            and (t.layout == torch.strided or t.requires_grad)]
 
+    # JAX side: same values, converted once, before torch runs (a forward that rewrites its
+    # data object, `data.x = ...`, must not hand JAX the rewritten one).
+    jax_args = _convert_arg(list(args))
+    jax_kwargs = _convert_arg(dict(kwargs))
+
     # torch side: differentiable leaves are fresh clones that require grad.
     leaves = {p: t.detach().clone().requires_grad_(True) for p, t in wrt}
     torch_args = _replace(list(args), "", {p: leaves[p] for p, _ in wrt})
@@ -452,9 +463,6 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
             raise ParityError(f"{label}: torch output{path} is a {type(leaf).__name__}, "
                               f"not a tensor; return tensors (or trees of them)")
 
-    # JAX side: same values, converted once.
-    jax_args = _convert_arg(list(args))
-    jax_kwargs = _convert_arg(dict(kwargs))
     converted = dict(_tensor_paths(jax_args, is_leaf=_is_jax_input))
     wrt_values = [_sparse_data(converted[p]) for p, _ in wrt]
     rebuild = {p: _with_data(converted[p]) for p, _ in wrt}
