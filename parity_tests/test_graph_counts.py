@@ -232,3 +232,20 @@ def test_batch_vector_is_not_an_array_to_jax():
     assert len(leaves) == 1 and jax.tree_util.tree_unflatten(tree, leaves).num_graphs == 2
     with pytest.raises(TypeError, match="`num_graphs` must be a Python int"):
         BatchVector(jnp.zeros(3, jnp.int32), jnp.asarray(2))
+
+
+def test_batch_device_in_a_jitted_forward():
+    """`batch.device` (AttentiveFP-style `torch.arange(n, device=batch.device)`) under jit
+    with a BatchVector: the ids' device (None while traced), never an error."""
+
+    class Readout(torch.nn.Module):
+        def forward(self, x, batch):
+            size = int(batch.max()) + 1
+            ones = torch.ones(size, device=batch.device)
+            return global_add_pool(x, batch) * ones.unsqueeze(-1)
+
+    b = _batches()[1]
+    g = from_pyg(b)
+    port = from_torch(Readout())
+    out = jax.jit(lambda x, batch: port(x, batch))(g.x, g.batch)
+    np.testing.assert_allclose(np.asarray(out), Readout()(b.x, b.batch).numpy(), rtol=1e-6)

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._batch_vector import BatchVector
 from .._checking import is_array, is_traced
 from . import _masked
 from ._functions_base import (
@@ -701,6 +702,8 @@ def getattr_(obj: Any, name: str, *default: Any) -> Any:
     ``jax.jit`` (the factories ignore devices); ``x.is_cuda`` and
     ``x.requires_grad`` are False; ``x.data`` is ``stop_gradient(x)``.
     """
+    if isinstance(obj, BatchVector) and name not in BatchVector.__slots__:
+        obj = obj.ids  # a batch vector's tensor attributes are its ids' (batch.device)
     if not is_array(obj):
         return builtins.getattr(obj, name, *default)
     if name == "device":
