@@ -137,3 +137,23 @@ def test_compare_modules_takes_a_sparse_tensor_input():
     assert {leaf.path for leaf in result.leaves} >= {"output", "grad args[0]"}
     assert not any("args[1]" in leaf.path for leaf in result.leaves)
     assert torch_sparse.__version__
+
+
+@pytest.mark.parametrize("normalize,loops", [(True, True), (True, False), (False, True),
+                                             (False, False)])
+def test_gcn2conv_on_a_sparse_tensor_matches_pyg(normalize, loops):
+    """GCN2Conv (gcn2_cora.py feeds T.ToSparseTensor's adj_t): PyG's gcn_norm rules on a
+    SparseTensor (stored diagonal replaced), with repeated and diagonal entries."""
+    from torch_geometric.nn import GCN2Conv
+    from torch_sparse import SparseTensor as TorchSparse
+
+    from torch2jax_ops.nn import from_torch
+    from torch2jax_ops.parity import assert_modules_parity
+
+    torch.manual_seed(0)
+    n = 8
+    ei = torch.cat([torch.randint(0, n, (2, 24)), torch.tensor([[1, 2], [1, 2]])], 1)
+    adj = TorchSparse(row=ei[1], col=ei[0], value=torch.rand(ei.shape[1]), sparse_sizes=(n, n))
+    layer = GCN2Conv(4, alpha=0.1, theta=0.5, layer=2, normalize=normalize,
+                     add_self_loops=loops).eval()
+    assert_modules_parity(layer, from_torch(layer), torch.randn(n, 4), torch.randn(n, 4), adj)

@@ -31,7 +31,7 @@ __all__ = ["NodeFeatures", "typed_rows", "pair", "checked_edges", "edge_values",
            "refuse_sparse", "sparse_tensor_input", "SPARSE_TENSOR_LAYERS"]
 
 #: the layer ports that take a :class:`~torch2jax_ops.geometric.SparseTensor` ``adj_t``
-SPARSE_TENSOR_LAYERS = ("GCNConv", "GINConv", "SAGEConv", "GraphConv")
+SPARSE_TENSOR_LAYERS = ("GCNConv", "GCN2Conv", "GINConv", "SAGEConv", "GraphConv")
 
 
 def sparse_tensor_input(edge_index: Any, rule: str, dtype: Any, *, op: str) -> Any:

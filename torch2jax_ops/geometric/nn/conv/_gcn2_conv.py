@@ -9,6 +9,7 @@ import jax
 from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
+from .._common import sparse_tensor_input
 from ._propagation import (
     WeightedPropagation,
     check_cache,
@@ -71,6 +72,10 @@ class GCN2Conv(WeightedPropagation):
         if x_0.ndim != x.ndim or x_0.shape[0] < n:
             raise ValueError(f"{op}: `x_0` must be [N0, C] with N0 >= x's {n} rows (PyG uses "
                              f"x_0[:N]), got shape {tuple(x_0.shape)}")
+        # a SparseTensor adj_t: gcn_norm's fill_diag replaces the stored diagonal (as GCNConv)
+        edge_index = sparse_tensor_input(
+            edge_index, "gcn_loops" if self.normalize and self.add_self_loops else "values",
+            x.dtype, op=op)
         edge_index, edge_weight = edges_for(edge_index, edge_weight, n, op=op, sparse=True)
         if self.normalize:
             edge_index, edge_weight = gcn_normalized(edge_index, edge_weight, n,
