@@ -357,3 +357,30 @@ def test_the_float64_reference_does_not_forgive_float64_or_nan_differences():
     nan = compare(lambda t: t.sum() * float("nan"), lambda t: jnp.sum(t), _tiny_terms(),
                   grad=False)
     assert not nan.passed and "float64" not in nan.leaves[0].message
+
+
+def test_compare_modules_compares_python_number_outputs():
+    """A model returning a Python number beside its tensors (PyG's pooling examples return
+    the pool ratio): compared as NumPy makes it on both sides, and a different number fails
+    (it was a ParityError 'output[1] is a float, not a tensor')."""
+
+    class WithRatio(torch.nn.Module):
+        def __init__(self, ratio):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+            self.ratio = ratio
+
+        def forward(self, x):
+            return self.lin(x), self.ratio, 3
+
+    torch.manual_seed(0)
+    model, x = WithRatio(0.5), torch.randn(4, 3)
+    result = compare_modules(model, from_torch(model), x)
+    assert result.passed, str(result)
+    leaves = {leaf.path: leaf for leaf in result.leaves}
+    assert leaves["output[1]"].dtype == "float64" and leaves["output[2]"].dtype == "int64"
+    other = WithRatio(0.25)
+    other.load_state_dict(model.state_dict())
+    wrong = compare_modules(model, from_torch(other), x)
+    assert not wrong.passed and not {leaf.path: leaf for leaf in wrong.leaves}[
+        "output[1]"].passed

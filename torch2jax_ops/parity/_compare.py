@@ -457,7 +457,11 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
     leaves = {p: t.detach().clone().requires_grad_(True) for p, t in wrt}
     torch_args = _replace(list(args), "", {p: leaves[p] for p, _ in wrt})
     torch_out = torch_fn(*torch_args, **kwargs)
-    torch_flat = _flatten_torch(torch_out)
+    # a Python number among tensors in an output tree (a pooling ratio a model returns)
+    # compares as NumPy makes it on both sides (float64, int64, bool), with no gradient; a
+    # bare number output stays an error (`.item()` dropped the tensor)
+    torch_flat = [(p, torch.as_tensor(np.asarray(leaf)) if p and _is_number(leaf) else leaf)
+                  for p, leaf in _flatten_torch(torch_out)]
     for path, leaf in torch_flat:
         if not _is_tensor(leaf):
             raise ParityError(f"{label}: torch output{path} is a {type(leaf).__name__}, "
@@ -515,9 +519,15 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
     return ParityResult(label, results)
 
 
+def _is_number(x: Any) -> bool:
+    """A Python number (bool, int, float) among a model's outputs."""
+    return isinstance(x, (bool, int, float))
+
+
 def _jax_leaves(label: str, jax_out: Any) -> list:
     """The output's leaves; a leaf that is not an array is a :class:`ParityError`."""
-    jax_leaves = jax.tree_util.tree_flatten_with_path(jax_out)[0]
+    jax_leaves = [(path, np.asarray(leaf) if _is_number(leaf) else leaf)
+                  for path, leaf in jax.tree_util.tree_flatten_with_path(jax_out)[0]]
     for path, leaf in jax_leaves:
         if not isinstance(leaf, (jax.Array, np.ndarray, np.generic)):
             raise ParityError(f"{label}: jax output{jax.tree_util.keystr(path)} is a "
@@ -606,7 +616,8 @@ def _torch_grads(torch_flat, wrt, leaves, seed, torch) -> tuple:
         torch_grads = torch.autograd.grad(
             [o for o, _ in diff_outs],
             [leaves[p] for p, _ in wrt],
-            [torch.as_tensor(c).to(o.dtype) for o, c in diff_outs], allow_unused=True)
+            [torch.as_tensor(c).to(o.dtype) for o, c in diff_outs], allow_unused=True,
+            retain_graph=True)  # the unfused path asks again when the fused one cannot run
     else:
         torch_grads = [None] * len(wrt)
     torch_grads = [_entry_values(leaves[p], torch.zeros_like(leaves[p]) if g is None else g)
@@ -625,6 +636,7 @@ def _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves, seed, 
 
     if pullback is not None:  # the forward's own VJP: every output gets a cotangent
         flat, treedef = jax.tree_util.tree_flatten(jax_out)
+        flat = [jnp.asarray(a) if _is_number(a) else a for a in flat]
         cot = [jnp.zeros(np.shape(a), a.dtype) if jnp.issubdtype(a.dtype, jnp.inexact)
                else np.zeros(np.shape(a), jax.dtypes.float0) for a in flat]
         for i, c in zip(float_outs, cotangents):
