@@ -461,12 +461,14 @@ def _replay(jaxpr: Any, consts: list, args: list, dirty: list, layout: GraphLayo
                 layout, [None if isinstance(v, jcore.Literal) else prov.get(v)
                          for v in eqn.invars])
         else:
-            outs = _folded(eqn, invals)
-            if outs is None:
+            folded = _folded(eqn, invals)
+            if folded is not None:
+                outs = folded
+            else:
                 params = eqn.primitive.get_bind_params(eqn.params)
                 with eqn.ctx.manager:
-                    outs = eqn.primitive.bind(*invals, **params)
-                outs = list(outs) if eqn.primitive.multiple_results else [outs]
+                    bound = eqn.primitive.bind(*invals, **params)
+                outs = list(bound) if eqn.primitive.multiple_results else [bound]
             out_states = [state] * len(outs)
             out_prov = _provenance(eqn, prov, states, env)
             if state == _EDGE:
