@@ -136,7 +136,8 @@ def test_a_crashing_case_fails_alone_and_the_report_is_written(tmp_path):
     cases = tmp_path / "cases"
     cases.mkdir(parents=True)
     (cases / "crash.py").write_text(_CRASH_CASES)
-    env = dict(os.environ, TORCH2JAX_OPS_CASES=str(cases))
+    env = dict(os.environ, TORCH2JAX_OPS_CASES=str(cases),  # this checkout's package
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-m", "torch2jax_ops", "parity", "--quiet",
                            "--no-cache", "--jobs", "1", "--report", str(tmp_path / "report")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
