@@ -92,7 +92,7 @@ def model_rows(nodes: int, edges: int, features: int, device: str, repeat: int) 
     import equinox as eqx
 
     sys.path.insert(0, os.path.dirname(HERE))
-    from parity_tests.cases.geometric import torch_models
+    from torch2jax_ops.parity.cases.geometric import torch_models
 
     rng = np.random.default_rng(0)
     x = torch.tensor(rng.standard_normal((nodes, features)), dtype=torch.float32, device=device)

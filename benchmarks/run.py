@@ -30,7 +30,7 @@ import torch_scatter
 import torch2jax_ops as t2j
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # the suite's test models live in the checkout (parity_tests/cases)
+if ROOT not in sys.path:  # the suite's test models live in the checkout (torch2jax_ops/parity/cases)
     sys.path.insert(0, ROOT)
 
 OPS = ("sum", "mean", "max", "mul")
@@ -442,7 +442,7 @@ def run_models(nodes: int, edges: int, features: int, repeat: int) -> list[dict]
     """
     import equinox as eqx
 
-    from parity_tests.cases.geometric import port, torch_models
+    from torch2jax_ops.parity.cases.geometric import port, torch_models
 
     rng = np.random.default_rng(0)
     x = torch.tensor(rng.standard_normal((nodes, features)), dtype=torch.float32)
@@ -485,7 +485,7 @@ def run_converted(nodes: int, edges: int, features: int, repeat: int) -> dict:
     """
     import equinox as eqx
 
-    from parity_tests.cases.geometric import port, torch_models
+    from torch2jax_ops.parity.cases.geometric import port, torch_models
 
     rng = np.random.default_rng(1)
     x = torch.tensor(rng.standard_normal((nodes, features)), dtype=torch.float32)

@@ -54,7 +54,7 @@ def on_host():
 
 
 def pytest_collection_modifyitems(config, items):
-    from parity_tests.tiers import mark_tiers
+    from testkit.tiers import mark_tiers
 
     mark_tiers(items)
 
@@ -73,7 +73,7 @@ def pytest_runtest_setup(item):
 
 
 def pytest_runtest_teardown(item, nextitem):
-    """Keep a long worker's memory bounded (parity_tests/memory.py)."""
-    from parity_tests.memory import release
+    """Keep a long worker's memory bounded (testkit/memory.py)."""
+    from testkit.memory import release
 
     release()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from torch2jax_ops import dtypes, func, to_jax
 from torch2jax_ops.autograd import functional
 from torch2jax_ops.parity import _suite as suite, assert_parity
-from parity_tests.cases.autograd import (FUNCTIONS, MIN_TORCH_VMAP_UNBATCHED, inputs,
+from torch2jax_ops.parity.cases.autograd import (FUNCTIONS, MIN_TORCH_VMAP_UNBATCHED, inputs,
                                          torch_nth_grad)
 from parity_tests.conftest import require_torch
 
@@ -310,7 +310,7 @@ def test_linearize_matches_torch():
 
 
 def test_functional_call_strict_tied_and_tuple_of_dicts():
-    from parity_tests.cases.autograd import Linear, TwoLayer
+    from torch2jax_ops.parity.cases.autograd import Linear, TwoLayer
     w = jnp.ones((6, 4))
     model = TwoLayer(Linear(w, jnp.zeros(6)), Linear(jnp.ones((3, 6)), jnp.zeros(3)))
     x = jnp.ones((2, 4))

@@ -1,5 +1,5 @@
 """scatter_std / scatter_logsumexp / scatter_softmax / scatter_log_softmax vs real torch_scatter:
-the hand-picked matrix (defined once in parity_tests.cases.composite, also run by the
+the hand-picked matrix (defined once in torch2jax_ops.parity.cases.composite, also run by the
 parity report), and the integer-input errors both libraries raise."""
 import jax.numpy as jnp
 import pytest

@@ -1,4 +1,4 @@
-"""The attention and gating convs beyond the parity matrix (parity_tests/cases/convs_attention.py):
+"""The attention and gating convs beyond the parity matrix (torch2jax_ops/parity/cases/convs_attention.py):
 jit vs eager, user models converted in one call, refused settings and call errors, the
 dropped slot, training-mode randomness, SuperGAT's attention loss, returned attention weights,
 and a test per PyG quirk the ports mirror."""
@@ -14,8 +14,8 @@ import torch_geometric.nn as tnn
 from torch2jax_ops import dtypes
 from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict
 from torch2jax_ops.parity import assert_modules_parity, compare_arrays, compare_modules
-from parity_tests.cases.convs_attention import layers
-from parity_tests.cases.geometric import _perturbed, graph
+from torch2jax_ops.parity.cases.convs_attention import layers
+from torch2jax_ops.parity.cases.geometric import _perturbed, graph
 
 
 def jx(t):

@@ -1,5 +1,5 @@
 """Every ported PyG layer, aggregation, norm and pool vs the real PyG: the cases of the sections
-"convs", "aggr", "norms" and "pools" (parity_tests/cases/convs_*.py, aggr.py, norms.py,
+"convs", "aggr", "norms" and "pools" (torch2jax_ops/parity/cases/convs_*.py, aggr.py, norms.py,
 pools.py), also run by the parity report."""
 import pytest
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.nn as tnn
 
-from parity_tests.cases import convs_propagation as cases
+from torch2jax_ops.parity.cases import convs_propagation as cases
 from torch2jax_ops import checked, dtypes
 from torch2jax_ops.geometric import nn as gnn
 from torch2jax_ops.geometric.utils import get_laplacian, get_laplacian_static

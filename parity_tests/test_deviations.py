@@ -435,7 +435,7 @@ def test_half_precision_composites_are_correctly_rounded(op, dtype):
 
 def test_functional_call_unknown_key_raises():
     from torch2jax_ops import func
-    from parity_tests.cases.autograd import Linear, TwoLayer, torch_two_layer
+    from torch2jax_ops.parity.cases.autograd import Linear, TwoLayer, torch_two_layer
 
     torch.manual_seed(0)
     module = torch_two_layer()
@@ -564,7 +564,7 @@ def test_hgt_pairs_relation_matrices_by_edge_type_whatever_the_dict_order():
     import torch
     import torch_geometric.nn as tnn
 
-    from parity_tests.cases.hetero import built, hetero_graph
+    from torch2jax_ops.parity.cases.hetero import built, hetero_graph
     from torch2jax_ops.nn import from_torch
 
     module, (x, e) = built(lambda data: tnn.HGTConv(-1, 8, data.metadata(), heads=2),

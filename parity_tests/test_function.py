@@ -11,7 +11,7 @@ import torch
 from torch2jax_ops import dtypes, to_jax
 from torch2jax_ops.autograd import Function, once_differentiable
 from torch2jax_ops.parity import assert_parity, compare_arrays
-from parity_tests.cases.autograd import JAX_FUNCTIONS, inputs, torch_functions
+from torch2jax_ops.parity.cases.autograd import JAX_FUNCTIONS, inputs, torch_functions
 
 
 def torch_grad(fn, *xs):

@@ -1,6 +1,6 @@
 """The fx path's mapping table (torch2jax_ops/nn/_functions*.py) vs real torch.
 
-1. every sample call of parity_tests/cases/functions.py (the registered JAX
+1. every sample call of torch2jax_ops/parity/cases/functions.py (the registered JAX
    implementation against the torch function / Tensor method it stands for);
 2. coverage: every key the table registers has a case;
 3. end to end: small torch modules using many entries, converted with

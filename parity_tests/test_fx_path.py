@@ -1,5 +1,5 @@
 """The fx path of ``from_torch`` on models that once broke it (section "fx" of the suite,
-parity_tests/cases/fx_models.py), and the errors it gives instead of crashing."""
+torch2jax_ops/parity/cases/fx_models.py), and the errors it gives instead of crashing."""
 import os
 import subprocess
 import sys
@@ -60,7 +60,7 @@ def test_label_propagation_under_jit_matches_torch():
     import equinox as eqx
 
     import torch2jax_ops as t2j
-    from parity_tests.cases import fx_models
+    from torch2jax_ops.parity.cases import fx_models
     from torch2jax_ops.nn import from_torch
 
     model, args = fx_models.build_model("label-propagation-post-step", "float32")
@@ -78,7 +78,7 @@ def test_layer_refused_by_its_converter_keeps_its_names_and_says_why():
     'no array named conv1.lin.weight')."""
     import torch
 
-    from parity_tests.cases import fx_models
+    from torch2jax_ops.parity.cases import fx_models
     from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict
     from torch2jax_ops.parity import compare_modules
 
@@ -103,7 +103,7 @@ def test_callable_reading_a_parameter_from_outside_raises():
     from torch_geometric.nn import LabelPropagation
 
     import torch2jax_ops as t2j
-    from parity_tests.cases import fx_models
+    from torch2jax_ops.parity.cases import fx_models
     from torch2jax_ops.nn import UnsupportedModuleError, from_torch
 
     class Scaled(torch.nn.Module):

@@ -13,7 +13,7 @@ from torch2jax_ops import dtypes, geometric as G, shares_memory
 from torch2jax_ops.geometric.nn import GATConv, GCNConv
 from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict
 from torch2jax_ops.parity import assert_modules_parity, compare_arrays
-from parity_tests.cases.geometric import _perturbed
+from torch2jax_ops.parity.cases.geometric import _perturbed
 
 
 def jx(t):
@@ -117,7 +117,7 @@ def test_old_gat_checkpoints_load(layout):
 # ------------------------------------------------------------- padded streams under jit
 
 def test_200_graphs_of_10_to_10000_nodes_compile_at_most_8_times():
-    from parity_tests.cases.geometric import port, torch_models
+    from torch2jax_ops.parity.cases.geometric import port, torch_models
 
     rng = np.random.default_rng(0)
     torch.manual_seed(0)

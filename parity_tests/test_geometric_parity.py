@@ -1,5 +1,5 @@
 """torch_geometric utilities, layers and whole models vs the real PyG: the matrix defined once
-in parity_tests.cases.geometric (also run by the parity report, sections "geometric"
+in torch2jax_ops.parity.cases.geometric (also run by the parity report, sections "geometric"
 and "models")."""
 import pytest
 

@@ -1,7 +1,7 @@
 """GraphUNet-style sparse ops in traced forwards (torch2jax_ops/nn/_functions_sparse.py and the
 geometric table's index-keeping entries) vs torch / PyG.
 
-1. the cases of section "graph_unet" (parity_tests/cases/graph_unet.py): PyG's augment_adj
+1. the cases of section "graph_unet" (torch2jax_ops/parity/cases/graph_unet.py): PyG's augment_adj
    chain in user models (CSR and COO, read back three ways, empty graphs, zero sums) and
    PyG's GraphUNet itself (depth 1 under jit; depth 2 and 3 eagerly);
 2. the "functions" cases of the torch sparse entries (also run by test_functions_parity);

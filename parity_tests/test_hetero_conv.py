@@ -17,8 +17,8 @@ import jax.numpy as jnp  # noqa: E402
 import torch  # noqa: E402
 import torch_geometric.nn as tnn  # noqa: E402
 
-from parity_tests.cases.hetero import CITES, REV_HAS, WRITES, hetero_graph, inputs  # noqa: E402
-from parity_tests.test_sparse_convs import pyg  # noqa: E402
+from torch2jax_ops.parity.cases.hetero import CITES, REV_HAS, WRITES, hetero_graph, inputs  # noqa: E402
+from testkit.pyg_fused import pyg  # noqa: E402
 from torch2jax_ops import to_jax  # noqa: E402
 from torch2jax_ops.geometric.nn import HeteroConv  # noqa: E402
 from torch2jax_ops.geometric.nn.conv._hetero_conv import group  # noqa: E402

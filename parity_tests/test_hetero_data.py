@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from parity_tests.cases.hetero import CITES, WRITES, _heteroconv, built, hetero_graph
+from torch2jax_ops.parity.cases.hetero import CITES, WRITES, _heteroconv, built, hetero_graph
 from torch2jax_ops import shares_memory
 from torch2jax_ops.geometric.data import HeteroGraph, HeteroLadder, from_pyg, pad_hetero
 from torch2jax_ops.geometric.loader import JaxLoader, LadderWarning

@@ -1,4 +1,4 @@
-"""HGTConv beyond the parity matrix (parity_tests/cases/hetero_hgt.py): jit, grad and vmap,
+"""HGTConv beyond the parity matrix (torch2jax_ops/parity/cases/hetero_hgt.py): jit, grad and vmap,
 state_dict names, the call errors, which node types PyG returns, PyG's handling of missing
 and unknown edge types, the dropped slot, the edge-type-order deviation, and a user model
 with two HGTConv layers converted in one call."""
@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch_geometric.nn as tnn
 
-from parity_tests.cases.hetero import (
+from torch2jax_ops.parity.cases.hetero import (
     CITES,
     HAS,
     PUBLISHES,
@@ -19,7 +19,7 @@ from parity_tests.cases.hetero import (
     hetero_graph,
     inputs,
 )
-from parity_tests.cases.hetero_hgt import _hgt
+from torch2jax_ops.parity.cases.hetero_hgt import _hgt
 from torch2jax_ops import dtypes
 from torch2jax_ops.nn import Converter, UnsupportedModuleError, from_torch, state_dict
 from torch2jax_ops.parity import assert_modules_parity, compare_arrays

@@ -1,5 +1,5 @@
 """HeteroLinear, HeteroDictLinear, segment_matmul and HEATConv beyond the parity matrix
-(parity_tests/cases/hetero_linear.py): jit vs eager, vmap, call and conversion errors, the
+(torch2jax_ops/parity/cases/hetero_linear.py): jit vs eager, vmap, call and conversion errors, the
 order of ``type_vec``, empty types and segments, both matmul strategies and the row blocks,
 a user model converted in one call, and the PyG quirks the ports mirror or correct."""
 import equinox as eqx
@@ -11,7 +11,7 @@ import torch
 import torch_geometric.nn as tnn
 
 import torch2jax_ops
-from parity_tests.cases.geometric import _perturbed, graph
+from torch2jax_ops.parity.cases.geometric import _perturbed, graph
 from torch2jax_ops import dtypes
 from torch2jax_ops.geometric import _segment_matmul as segmm
 from torch2jax_ops.geometric import segment_matmul

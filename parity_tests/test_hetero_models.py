@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch_geometric.nn as tnn
 
-from parity_tests.cases.hetero import _han, _heteroconv, built, hetero_graph, inputs
+from torch2jax_ops.parity.cases.hetero import _han, _heteroconv, built, hetero_graph, inputs
 from torch2jax_ops import to_jax
 from torch2jax_ops.nn import UnsupportedModuleError, from_torch
 

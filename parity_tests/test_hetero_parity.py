@@ -1,5 +1,5 @@
 """Heterogeneous layers and models vs the real PyG: the cases of the section "hetero"
-(parity_tests/cases/hetero*.py), also run by the parity report."""
+(torch2jax_ops/parity/cases/hetero*.py), also run by the parity report."""
 import pytest
 
 from torch2jax_ops.parity import _suite as suite

@@ -1,4 +1,4 @@
-"""The pooling layers beyond the parity matrix (parity_tests/cases/pools.py): TopKPooling,
+"""The pooling layers beyond the parity matrix (torch2jax_ops/parity/cases/pools.py): TopKPooling,
 SAGPooling, JumpingKnowledge, global_sort_pool, torch.nn.Embedding and PyG's lazy Linear --
 jit vs eager, the static layout (kept first, padding after), padded inputs, user models
 converted in one call, refused settings, and a test per PyG quirk the ports mirror."""
@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch_geometric.nn as tnn
 
-from parity_tests.cases.geometric import _perturbed
-from parity_tests.cases.pools import build_pool, pool_call, pool_graph, sort_inputs
+from torch2jax_ops.parity.cases.geometric import _perturbed
+from torch2jax_ops.parity.cases.pools import build_pool, pool_call, pool_graph, sort_inputs
 from torch2jax_ops import _dtypes
 from torch2jax_ops.geometric.nn.pool import (
     JumpingKnowledge,

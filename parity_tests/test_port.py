@@ -2,7 +2,7 @@
 layers, the equinox ``MessagePassing`` base, training mode, and the errors a user meets.
 
 The numbers of the user-style models are in the parity matrix (section "models",
-``port-*`` cases in parity_tests/cases/port_models.py); this file checks the
+``port-*`` cases in torch2jax_ops/parity/cases/port_models.py); this file checks the
 behaviour around them.
 """
 import subprocess
@@ -20,7 +20,7 @@ import torch_geometric.nn as tnn
 from torch_geometric.nn import MessagePassing as PyGMessagePassing
 
 import torch2jax_ops as t2j
-from parity_tests.cases import port_models
+from torch2jax_ops.parity.cases import port_models
 from torch2jax_ops.geometric.nn import MessagePassing
 from torch2jax_ops.nn import (TracedModule, UnsupportedModuleError, from_torch, state_dict,
                               stateful_call)
@@ -56,7 +56,7 @@ def test_converted_model_compiles_to_the_hand_written_program():
     operations (gathers, scatters, matmuls) as the hand-composed port of the same layers,
     and to as many equations give or take the activation's spelling (the table's relu is
     torch's ``where(x > 0, x, 0)``, the hand-written port's ``jax.nn.relu``)."""
-    from parity_tests.cases.geometric import port, torch_models
+    from torch2jax_ops.parity.cases.geometric import port, torch_models
 
     torch.manual_seed(0)
     model = torch_models()["GCN"](6, 4).eval()

@@ -106,7 +106,7 @@ def test_workers_write_the_report_one_process_writes(tmp_path):
     assert len(one) >= 8 and one == two
 
 
-#: a case module of a checkout of its own: three cases, the middle one kills its process
+#: a case module of a suite of its own: three cases, the middle one kills its process
 _CRASH_CASES = """
 import jax.numpy as jnp
 import torch
@@ -133,12 +133,11 @@ def _cases():
 
 def test_a_crashing_case_fails_alone_and_the_report_is_written(tmp_path):
     """A worker that dies fails the case it was running; a fresh worker runs the rest."""
-    cases = tmp_path / "parity_tests" / "cases"
+    cases = tmp_path / "cases"
     cases.mkdir(parents=True)
-    (tmp_path / "parity_tests" / "__init__.py").write_text("")
-    (cases / "__init__.py").write_text("")
     (cases / "crash.py").write_text(_CRASH_CASES)
-    env = dict(os.environ, TORCH2JAX_OPS_CASES=str(tmp_path))
+    env = dict(os.environ, TORCH2JAX_OPS_CASES=str(cases),  # this checkout's package
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-m", "torch2jax_ops", "parity", "--quiet",
                            "--no-cache", "--jobs", "1", "--report", str(tmp_path / "report")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

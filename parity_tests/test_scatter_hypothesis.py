@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import torch2jax_ops as t2j
 from torch2jax_ops import dtypes
 from torch2jax_ops.parity import assert_parity, compare_arrays, fuzz
-from parity_tests.cases.scatter import op_pair
+from torch2jax_ops.parity.cases.scatter import op_pair
 
 REDUCE_OPS = ["scatter_sum", "scatter_mean", "scatter_mul", "scatter_min", "scatter_max"]
 

@@ -1,7 +1,7 @@
 """The scatter family vs real torch_scatter: the hand-picked case matrix.
 
 The matrix (op x reduce x dtype x layout, out=, NaN/inf, extreme values) is
-defined once in parity_tests.cases.scatter and is also what the
+defined once in torch2jax_ops.parity.cases.scatter and is also what the
 `torch2jax-ops parity` report runs.
 """
 import pytest

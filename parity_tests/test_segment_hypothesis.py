@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import torch2jax_ops as t2j
 from torch2jax_ops import dtypes
 from torch2jax_ops.parity import assert_parity
-from parity_tests.cases.composite import distinct_values, group_sizes
-from parity_tests.cases.scatter import index_for, op_pair
+from torch2jax_ops.parity.cases.composite import distinct_values, group_sizes
+from torch2jax_ops.parity.cases.scatter import index_for, op_pair
 from torch2jax_ops.parity.fuzz import values
 
 

@@ -1,5 +1,5 @@
 """segment_csr / segment_coo / gather_csr / gather_coo vs real torch_scatter: the hand-picked
-matrix (defined once in parity_tests.cases.segment, also run by the parity report)."""
+matrix (defined once in torch2jax_ops.parity.cases.segment, also run by the parity report)."""
 import pytest
 
 from torch2jax_ops.parity import _suite as suite

@@ -8,8 +8,6 @@ compared on a torch sparse CSR and COO ``adj_t`` (forward, gradients w.r.t. ``x`
 w.r.t. the stored values where PyG's reach them), in float32 and float64, eagerly and
 under ``jax.jit``; ``torch_sparse.SparseTensor`` only where torch_sparse imports.
 """
-import sys
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -22,6 +20,7 @@ from jax.experimental import sparse as jsparse
 from torch_geometric import EdgeIndex as PyGEdgeIndex
 from torch_geometric.utils import spmm as pyg_spmm
 
+from testkit.pyg_fused import pyg
 import torch2jax_ops.geometric as G
 from torch2jax_ops import dtypes, to_jax
 from torch2jax_ops.dlpack import register_tensor_type
@@ -56,27 +55,6 @@ def adjacency(layout, dtype="float32", values=None, shape=(N, N), rows=ROWS, col
         return torch.sparse_coo_tensor(coo.indices(), leaf, shape, is_coalesced=True), None
     csr = coo.detach().to_sparse_csr()
     return torch.sparse_csr_tensor(csr.crow_indices(), csr.col_indices(), leaf, shape), leaf
-
-
-def pyg(layer, *args, **kwargs):
-    """``layer(*args)``, making sure PyG can take its fused path. PyG compiles one
-    ``propagate`` per class from the class's *first* instance: a ``SAGEConv(aggr="mul")``
-    built first in a process (another test file's) leaves no fused path in the class's
-    ``propagate``, and a later ``SAGEConv`` then raises NotImplementedError on a sparse adj_t.
-    Such a class gets its ``propagate`` compiled again from a fusing instance (its unfused
-    instances never enter that branch). PyG's Python ``propagate`` is no way out: on a COO
-    adj_t it flags the index coalesced in place, which breaks torch's backward."""
-    for m in layer.modules():
-        if not isinstance(m, torch_geometric.nn.MessagePassing) or not m.fuse:
-            continue
-        cls = type(m)
-        compiled = cls.__dict__.get("propagate")
-        if compiled is not None and hasattr(cls, "_jinja_propagate") and \
-                "message_and_aggregate" not in compiled.__code__.co_names:
-            del cls.propagate, cls.collect  # back to MessagePassing's, then compile again
-            sys.modules.pop(f"{cls.__module__}_{cls.__name__}_propagate", None)
-            m._set_jittable_templates(raise_on_error=True)
-    return layer(*args, **kwargs)
 
 
 def features(dtype, n=N, f=8, seed=0):

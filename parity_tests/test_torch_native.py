@@ -2,7 +2,7 @@
 
 The hand-picked matrix (function x reduce x include_self x dtype x layout, and
 the edge cases) is section "torch" of the parity suite
-(parity_tests/cases/torch_native.py), also run by the parity report; below it,
+(torch2jax_ops/parity/cases/torch_native.py), also run by the parity report; below it,
 hypothesis draws random problems, and the fx mapping table is checked.
 """
 import numpy as np
@@ -17,7 +17,7 @@ from torch2jax_ops import torch as ours
 from torch2jax_ops.parity import assert_parity
 from torch2jax_ops.parity import _suite as suite
 
-from parity_tests.cases.torch_native import torch_index_select
+from torch2jax_ops.parity.cases.torch_native import torch_index_select
 
 CASES = suite.cases("torch")
 

@@ -1,5 +1,5 @@
 """torch.nn's recurrent layers, attention, convolutions, pools and PReLU vs the real torch: the
-cases of section "torch_nn" (parity_tests/cases/torch_nn.py), also run by the parity report."""
+cases of section "torch_nn" (torch2jax_ops/parity/cases/torch_nn.py), also run by the parity report."""
 import pytest
 
 from torch2jax_ops.parity import _suite as suite

@@ -1,5 +1,5 @@
 """PyG's graph utilities vs the real PyG: the matrix of section "utils"
-(parity_tests/cases/utils.py, also run by the parity report), plus what a matrix
+(torch2jax_ops/parity/cases/utils.py, also run by the parity report), plus what a matrix
 of deterministic comparisons cannot say: the random functions against PyG with
 the same draws (torch.rand patched to JAX's uniforms) and in distribution, the
 static forms under jit, and the utilities inside a user model ported with one

@@ -477,6 +477,46 @@ if IN_CHILD:
         ids = np.asarray(g.edge_id)
         close(np.asarray(per_edge)[ids >= 0], np.asarray(scores(GX, GEI))[ids[ids >= 0]])
 
+    #: ways to take the rows of an edge_index; JAX versions spell them differently (jax 0.12
+    #: traces ``src, dst = edge_index`` as one ``unstack``, jax 0.10 as slices)
+    ROWS = {
+        "index": lambda ei: (ei[0], ei[1]),
+        "unpack": lambda ei: tuple(ei),
+        "take": lambda ei: (jnp.take(ei, 0, axis=0), jnp.take(ei, 1, axis=0)),
+        "dynamic_index": lambda ei: tuple(jax.lax.dynamic_index_in_dim(ei, i, 0, False)
+                                          for i in (0, 1)),
+        "split": lambda ei: tuple(r.reshape(-1) for r in jnp.split(ei, 2)),
+    }
+
+    @pytest.mark.parametrize("spelling", sorted(ROWS))
+    def test_the_target_row_is_found_however_it_is_spelled(spelling):
+        """The shard_map route follows which row of the edge_index keys a sum by its values,
+        not by how the program spells taking the row: every spelling takes the shard_map
+        path (no warning) and equals one device; the same layer keyed by the sources falls
+        back."""
+        rows = ROWS[spelling]
+
+        class SumAt(eqx.Module):
+            lin: Linear
+            at: int = eqx.field(static=True)
+
+            @sharding_aware
+            def __call__(self, x, edge_index):
+                src, dst = rows(edge_index)
+                keys, other = (dst, src) if self.at == 1 else (src, dst)
+                return jax.ops.segment_sum(self.lin(x)[other], keys, x.shape[0])
+
+        mesh, g = graph_for("explicit", None)
+        at_targets, at_sources = SumAt(Linear(w(HG, FG)), 1), SumAt(Linear(w(HG, FG)), 0)
+        with jax.set_mesh(mesh), no_fallback():
+            out = jax.jit(lambda m, g: m(g.x, g.edge_index))(D.replicate(at_targets, mesh=mesh),
+                                                             g)
+        close(np.asarray(out)[:NG], at_targets(GX, GEI))
+        with jax.set_mesh(mesh), pytest.warns(UserWarning, match="keyed by something other"):
+            by_source = jax.jit(lambda m, g: m(g.x, g.edge_index))(
+                D.replicate(at_sources, mesh=mesh), g)
+        close(np.asarray(by_source)[:NG], at_sources(GX, GEI))
+
     def test_shard_map_bytes_do_not_grow_with_the_edges():
         """O(N*F) per layer: 4x the edges at a fixed N move the same bytes (fwd and bwd)."""
         n, f = 400, 16

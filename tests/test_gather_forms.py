@@ -11,6 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from testkit.scatter_refs import edges as _edges
+from testkit.scatter_refs import one_pass as _one_pass
+from testkit.scatter_refs import reference_sum as _reference_sum
 from torch2jax_ops.torch_scatter._gather import slot_sum, take_groups, take_rows
 
 #: every kind of id: valid ones, negative ones (must not wrap), past the end
@@ -110,28 +113,6 @@ def test_forms_have_no_mask_after_the_gather():
 
 
 # ------------------------------------------------------------------ streamed sum
-
-def _edges(rng, edges, rows, segments, *, invalid=True):
-    src = rng.integers(0, rows, edges).astype(np.int32)
-    dst = rng.integers(0, segments, edges).astype(np.int32)
-    if invalid:  # negative ids (must not wrap) and ids past the end, on both ends
-        src[::7], dst[3::11] = -1, segments
-        src[5::13], dst[2::17] = rows + 2, -3
-    return jnp.asarray(src), jnp.asarray(dst)
-
-
-def _reference_sum(table, src, dst, segments):
-    table, src, dst = np.asarray(table, np.float64), np.asarray(src), np.asarray(dst)
-    out = np.zeros((segments,) + table.shape[1:])
-    for s, d in zip(src, dst):
-        if 0 <= s < table.shape[0] and 0 <= d < segments:
-            out[d] += table[s]
-    return out
-
-
-def _one_pass(table, src, dst, segments):
-    return slot_sum(take_rows(table, src), dst, segments)
-
 
 @pytest.fixture
 def small_blocks(monkeypatch):

@@ -1,5 +1,9 @@
 """The package's layers import downwards only, with no cycles (shared/design/layers.md).
 
+The parity suite's cases are part of the package (``torch2jax_ops/parity/cases``,
+layer "parity"), loaded by name by the suite only; nothing in the package imports the
+checkout's test trees (``tests/``, ``parity_tests/``) or their helpers (``testkit/``).
+
 Every ``import`` in every module is read (top-level and inside functions: a
 lazy import is still a dependency), mapped to its layer, and checked against
 the table below; the module graph must be acyclic. Each public subpackage
@@ -14,6 +18,10 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torch2jax_ops"
+
+#: the parity suite's cases ship with the package (torch2jax_ops/parity/cases), as torch
+#: ships its OpInfo database in torch.testing; only the suite's loader imports them
+CASES = "torch2jax_ops.parity.cases"
 
 #: layer of each top-level part of the package, and the layers it may import
 LAYERS = {
@@ -37,6 +45,8 @@ MAY_IMPORT = {
     "distributed": {"base", "ops", "graph", "distributed"},
     "parity": set(LAYERS) - {"face"},
     "face": set(LAYERS),
+    # the parity suite's cases: test data shipped in the package, written against its face
+    "cases": set(LAYERS) | {"cases"},
 }
 
 
@@ -48,6 +58,8 @@ def _module_name(path: pathlib.Path) -> str:
 
 
 def _layer(module: str) -> str:
+    if module == CASES or module.startswith(CASES + "."):
+        return "cases"
     top = module.split(".")[1] if "." in module else "__init__"
     for layer, names in LAYERS.items():
         if top in names:
@@ -124,15 +136,51 @@ def test_the_module_graph_has_no_cycle():
             visit(node)
 
 
+def _absolute_imports(path: pathlib.Path) -> set:
+    """Every absolute module name ``path`` imports (any package, any nesting level)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module)
+    return names
+
+
 def test_package_code_never_imports_parity_or_the_cases():
     for name, path in MODULES.items():
-        if _layer(name) in ("parity", "face"):
+        # nothing in the package imports the checkout's test trees or their helpers
+        assert not any(n.split(".")[0] in ("parity_tests", "tests", "testkit")
+                       for n in _absolute_imports(path)), name
+        if not name.startswith(CASES):  # the loader imports the cases by name, at run time
+            assert not any(t.startswith(CASES) for t in _imports(path)), name
+        if _layer(name) in ("parity", "face", "cases"):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
-                assert not any(n.startswith("parity_tests") for n in names), name
         assert not any(t.startswith("torch2jax_ops.parity") for t in _imports(path)), name
+
+
+def test_the_cases_are_in_the_package_and_the_suite_loads_them_from_there():
+    from torch2jax_ops.parity import _suite
+
+    assert _suite.CASES_PACKAGE == CASES
+    assert (PACKAGE / "parity" / "cases" / "__init__.py").exists()
+    assert not (ROOT / "parity_tests" / "cases").exists()
+    assert _suite.cases_root() == PACKAGE / "parity" / "cases"
+
+
+TEST_FILES = sorted([*ROOT.glob("tests/*.py"), *ROOT.glob("parity_tests/*.py")])
+
+
+@pytest.mark.parametrize("path", TEST_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_tests_import_helpers_never_another_test_module(path):
+    """Shared test code lives in testkit/ (or the package); tests/ is torch-free and so
+    never imports parity_tests."""
+    names = _absolute_imports(path)
+    wrong = {n for n in names if n.split(".")[-1].startswith("test_") or n == "conftest"
+             or n.startswith("parity_tests.test_") or n.startswith("tests.")}
+    if path.parent.name == "tests":
+        wrong |= {n for n in names if n.split(".")[0] == "parity_tests"}
+    assert not wrong, f"{path.name} imports {sorted(wrong)}"
 
 
 PUBLIC = ["torch2jax_ops.torch_scatter", "torch2jax_ops.dlpack", "torch2jax_ops.bridge",

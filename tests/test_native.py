@@ -5,6 +5,8 @@ than skip, when it is missing, so a set-up that stops building it is caught. Eve
 is checked against the two XLA steps it replaces (gather, scatter-add: the same sums in
 the same order, so equal to the bit) and against a plain numpy loop.
 """
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -14,15 +16,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_gather_forms import _edges
-from test_gather_forms import _one_pass as _two_steps
-from test_gather_forms import _reference_sum as _loop
 
+from testkit.scatter_refs import edges as _edges
+from testkit.scatter_refs import one_pass as _two_steps
+from testkit.scatter_refs import reference_sum as _loop
 from torch2jax_ops import dtypes
 from torch2jax_ops.geometric._edges import aggregate, gather_aggregate, gather_rows
 from torch2jax_ops.torch_scatter import _native
 
 TARGET = "torch2jax_ops_gather_scatter_add"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _kernel_calls(f, *args):
@@ -218,24 +221,128 @@ def test_fingerprint_and_build_errors(tmp_path, monkeypatch):
     copy = tmp_path / "gather_scatter_add.cc"
     copy.write_text(_native.SOURCE.read_text() + "\n// edited\n")
     monkeypatch.setattr(_native, "SOURCE", copy)
+    monkeypatch.setenv(_native.DIR_ENVIRONMENT, str(tmp_path / "kernels"))
     assert _native.library_path() != first  # an edited source is never the old library
-    assert _native.library_path().parent == tmp_path
+    assert _native.library_path().parent == tmp_path / "kernels"
     with pytest.raises(RuntimeError, match=r"compiling gather_scatter_add.cc failed \(false "
                                            r"exited 1\)"):
         _native.build(compiler="false", quiet=True)
-    assert not list(tmp_path.glob("*.so")) and not list(tmp_path.glob("tmp*"))
+    assert not list((tmp_path / "kernels").glob("*.so"))
+    assert not list((tmp_path / "kernels").glob("tmp*"))
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
     with monkeypatch.context() as patch:
         patch.setattr(_native.tempfile, "TemporaryDirectory", read_only)
-        with pytest.raises(RuntimeError, match=f"{tmp_path} is not writable \\(Permission "
-                                               f"denied\\)"):
+        with pytest.raises(RuntimeError, match=f"{tmp_path / 'kernels'}, which is not "
+                                               f"writable \\(Permission denied\\): name a "
+                                               f"writable folder with "
+                                               f"{_native.DIR_ENVIRONMENT}"):
             _native.build(compiler="false", quiet=True)
     monkeypatch.setenv("CXX", "")
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(RuntimeError, match="needs a C\\+\\+17 compiler"):
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+17 compiler \\(no c\\+\\+ or g\\+\\+ on "
+                                           "PATH\\)"):
         _native.build(quiet=True)
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
+    with pytest.raises(RuntimeError, match="CXX='.*no-such-c\\+\\+' is not found"):
+        _native.build(quiet=True)
+
+
+def test_the_kernel_lives_in_the_per_user_cache(monkeypatch, tmp_path):
+    """Not in the package folder (read-only in many installs): $XDG_CACHE_HOME, else ~/.cache,
+    overridden by $TORCH2JAX_OPS_KERNEL_DIR."""
+    monkeypatch.delenv(_native.DIR_ENVIRONMENT, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _native.kernel_dir() == tmp_path / "xdg" / "torch2jax_ops" / "kernels"
+    assert _native.library_path().parent == _native.kernel_dir()
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _native.kernel_dir() == tmp_path / "home" / ".cache" / "torch2jax_ops" / "kernels"
+    monkeypatch.setenv(_native.DIR_ENVIRONMENT, str(tmp_path / "mine"))
+    assert _native.library_path().parent == tmp_path / "mine"
+    assert Path(_native.__file__).parent not in _native.library_path().parents
+
+
+#: a process that sums gathered rows and reports whether the kernel ran, and why not
+_SUM = """
+import sys, warnings
+import jax, jax.numpy as jnp, numpy as np
+warnings.simplefilter("always")
+from torch2jax_ops.geometric._edges import gather_aggregate
+from torch2jax_ops.torch_scatter import _native
+x = jnp.asarray(np.arange(12.0, dtype=np.float32).reshape(6, 2))
+src, dst = jnp.asarray([0, 5, 2, 2], jnp.int32), jnp.asarray([1, 1, 0, 3], jnp.int32)
+f = jax.jit(lambda x: gather_aggregate(x, src, dst, 4))
+calls = f.lower(x).as_text().count("torch2jax_ops_gather_scatter_add")
+print("calls", calls)
+print("sum", np.asarray(f(x)).ravel().tolist())
+print("error", _native.load_error())
+"""
+_EXPECTED_SUM = [4.0, 5.0, 10.0, 12.0, 0.0, 0.0, 4.0, 5.0]  # rows 2+2, 0+5, -, 2
+
+
+def _python(env, code, cwd):
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_first_use_builds_the_kernel_into_an_empty_cache(tmp_path):
+    env = dict(os.environ, **{_native.DIR_ENVIRONMENT: str(tmp_path / "cache")})
+    env.pop(_native.ENVIRONMENT, None)
+    env.pop(_native.BUILD_ENVIRONMENT, None)
+    done = _python(env, _SUM, ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "calls 1" in done.stdout and "error None" in done.stdout, done.stdout + done.stderr
+    assert f"sum {_EXPECTED_SUM}" in done.stdout
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [_native.library_path().name]
+    # switched off: the missing library is reported, nothing is built
+    env[_native.DIR_ENVIRONMENT] = str(tmp_path / "other")
+    env[_native.BUILD_ENVIRONMENT] = "0"
+    done = _python(env, _SUM, ROOT)
+    assert "calls 0" in done.stdout and f"{_native.BUILD_ENVIRONMENT}=0" in done.stdout
+    assert f"sum {_EXPECTED_SUM}" in done.stdout and not (tmp_path / "other").exists()
+
+
+def _no_compiler_env(tmp_path, cxx):
+    """PATH without a C++ compiler (only a folder of our own), CXX unset or missing."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CXX", _native.ENVIRONMENT,
+                                                            _native.BUILD_ENVIRONMENT)}
+    bare = tmp_path / "bin"
+    bare.mkdir(exist_ok=True)
+    env.update(PATH=str(bare), **{_native.DIR_ENVIRONMENT: str(tmp_path / "cache")})
+    if cxx:
+        env["CXX"] = str(tmp_path / "no-such-c++")
+    return env
+
+
+@pytest.mark.parametrize("cxx", [False, True], ids=["no-compiler-on-path", "CXX-missing"])
+def test_setup_without_a_compiler_warns_and_falls_back(tmp_path, cxx):
+    """`make kernels` (the set-up step of `make test` / `make parity`) succeeds with a warning;
+    the package imports and sums with its XLA forms, warning once why."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("no make on this machine")
+    env = _no_compiler_env(tmp_path, cxx)
+    venv = Path(sys.executable).parent.parent
+    stamp = venv / ".installed-2.13.0"  # the Makefile's set-up stamp: not remade here (-o)
+    done = subprocess.run([make, "-s", f"VENV={venv}", "TORCH=2.13.0", "-o", str(stamp),
+                           "kernels"], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning:" in done.stderr and "C++17 compiler" in done.stderr, done.stderr
+    assert "XLA forms" in done.stderr and not list((tmp_path / "cache").glob("*.so"))
+    # without --optional the command still fails (the error, not a warning)
+    done = subprocess.run([sys.executable, "-m", "torch2jax_ops", "build-kernels"], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and "C++17 compiler" in done.stderr
+    # the package imports and sums with the XLA forms, warning once why
+    done = _python(env, _SUM, ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "calls 0" in done.stdout and f"sum {_EXPECTED_SUM}" in done.stdout, done.stdout
+    assert "could not be built" in done.stdout and "C++17 compiler" in done.stdout
+    assert done.stderr.count("RuntimeWarning: torch2jax_ops: the CPU kernel could not be "
+                             "built") == 1, done.stderr[-3000:]
 
 
 def test_build_kernels_command_is_a_no_op_when_built():

@@ -1,4 +1,4 @@
-"""The fast tier's marks (parity_tests/tiers.py) on stand-in test items: which tests
+"""The fast tier's marks (testkit/tiers.py) on stand-in test items: which tests
 ``make test-fast`` runs is a rule, and breaking the rule changes these marks."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 import pathlib
 import types
 
-from parity_tests.tiers import SLOW_MODULES, SLOW_TESTS, mark_tiers
+from testkit.tiers import SLOW_MODULES, SLOW_TESTS, mark_tiers
 from torch2jax_ops.parity._suite import Case
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -3,7 +3,7 @@
     torch2jax-ops parity [--report DIR] [--only PATTERN] [--section NAME]
                          [--x64 | --no-x64] [--quick] [--quiet] [--jobs N] [--no-cache]
     torch2jax-ops tables [--write] [FILE ...]
-    torch2jax-ops build-kernels [--force]
+    torch2jax-ops build-kernels [--force] [--optional]
 
 runs the parity suite against the installed torch / torch_scatter /
 torch_geometric, prints a table per op and dtype plus the documented
@@ -12,7 +12,9 @@ report.html to DIR, and exits 1 when any case fails (2 when nothing matches). Th
 run in one worker process per core, each held under a memory bound, with JAX's persistent
 compilation cache (``parity/_runner.py``).
 build-kernels compiles the CPU kernel of the message-passing sum (a C++17 compiler,
-``$CXX`` or ``c++``); ``make`` runs it.
+``$CXX`` or ``c++``) into the per-user cache (``~/.cache/torch2jax_ops/kernels``);
+``make`` runs it with ``--optional`` (no compiler: a warning, and the XLA forms). An
+installed package without it builds it on first use.
 """
 from __future__ import annotations
 
@@ -174,6 +176,11 @@ def _build_kernels(args: argparse.Namespace) -> int:
     try:
         path = _native.build(force=args.force)
     except RuntimeError as exc:
+        if args.optional:  # set-up goes on: the callers keep their XLA forms
+            print(f"torch2jax-ops build-kernels: warning: {exc}\nThe CPU kernel is not "
+                  f"built: the message-passing sums use their XLA forms (the same values, "
+                  f"slower on the CPU).", file=sys.stderr)
+            return 0
         print(f"torch2jax-ops build-kernels: {exc}", file=sys.stderr)
         return 1
     print(f"CPU kernel: {path}")
@@ -224,6 +231,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     kernels = commands.add_parser("build-kernels", help="compile the CPU kernel of the "
                                   "message-passing sum (make runs it)")
     kernels.add_argument("--force", action="store_true", help="rebuild even when it is built")
+    kernels.add_argument("--optional", action="store_true",
+                         help="without a working C++ compiler, warn and exit 0 (set-up goes "
+                              "on; the XLA forms are used)")
     args = parser.parse_args(argv)
     if args.command == "build-kernels":
         return _build_kernels(args)

@@ -36,6 +36,7 @@ a layer that returns per-edge values runs on the GSPMD path.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import math
 import warnings
@@ -43,6 +44,7 @@ from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.extend import core as jcore
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -300,25 +302,91 @@ _KEEPS_IDS = {"squeeze", "reshape", "broadcast_in_dim", "convert_element_type", 
               "mul", "stop_gradient"}
 
 
-def _provenance(eqn: Any, prov: dict, states: dict) -> Any:
-    """What the (first) output of ``eqn`` holds: "ei" (the edge_index), "tgt" (node ids that
-    are edge targets, or node ids such as arange(n)), "src" (edge sources), or None."""
-    name = eqn.primitive.name
-    ins = [prov.get(v) if not isinstance(v, jcore.Literal) else None for v in eqn.invars]
-    if name == "iota":
-        return "tgt"
-    if name == "slice" and ins and ins[0] == "ei":
-        start, limit = eqn.params["start_indices"], eqn.params["limit_indices"]
-        if limit[0] - start[0] == 1:
-            return "tgt" if start[0] == 1 else "src"
+#: the kinds of integer arrays the replay follows, and the marker row each is tested with
+_ROWS = ("src", "tgt")
+
+
+def _marker(kind: str, shape: tuple, dtype: Any) -> Optional[np.ndarray]:
+    """A stand-in for a value of ``kind`` whose numbers say which row of the edge_index each
+    element came from: sources ``1..E``, targets ``E+1..2E`` (``E``: the local edges)."""
+    if kind == "ei":
+        if len(shape) != 2 or shape[0] != 2:
+            return None
+        e = shape[1]
+        return np.arange(1, 2 * e + 1).reshape(2, e).astype(dtype)
+    size = math.prod(shape)
+    start = 1 if kind == "src" else size + 1
+    return np.arange(start, start + size).reshape(shape).astype(dtype)
+
+
+def _kind_of(value: Any, size: int) -> Any:
+    """Which marker ``value`` (an output evaluated on a marker) holds: "ei", "src", "tgt"."""
+    value = np.asarray(value)
+    if not np.issubdtype(value.dtype, np.integer):
         return None
+    if value.shape == (2, size) and np.array_equal(value.ravel(), np.arange(1, 2 * size + 1)):
+        return "ei"
+    if value.size != size:
+        return None
+    for kind, start in (("src", 1), ("tgt", size + 1)):
+        if np.array_equal(value.ravel(), np.arange(start, start + size)):
+            return kind
+    return None
+
+
+def _by_value(eqn: Any, prov: dict, env: dict) -> Optional[list]:
+    """The kinds of ``eqn``'s outputs, found by running it on a marker edge_index.
+
+    However a JAX version spells taking a row of the edge_index (``slice`` and
+    ``squeeze``, ``unstack``, a ``gather``, a ``dynamic_slice``, a transpose and
+    a column), the output's numbers tell which row it holds. Applies when one
+    operand follows the edge_index and every other operand is a known constant;
+    None otherwise (or when the primitive cannot run eagerly).
+    """
+    followed = [i for i, v in enumerate(eqn.invars)
+                if not isinstance(v, jcore.Literal) and prov.get(v) in ("ei",) + _ROWS]
+    if len(followed) != 1 or _sub_jaxprs(eqn.params):
+        return None
+    (position,) = followed
+    var = eqn.invars[position]
+    shape, dtype = tuple(var.aval.shape), var.aval.dtype
+    kind = prov[var]
+    marker = _marker(kind, shape, dtype)
+    if marker is None:
+        return None
+    size = shape[1] if kind == "ei" else math.prod(shape)
+    values = []
+    for i, v in enumerate(eqn.invars):
+        if i == position:
+            values.append(marker)
+            continue
+        value = _read(env, v)
+        if isinstance(value, jax.core.Tracer):
+            return None  # an operand known only at run time
+        values.append(value)
+    try:
+        return [_kind_of(o, size) for o in _eager(eqn, values)]
+    except Exception:  # noqa: BLE001 - not evaluable eagerly: the name rules decide
+        return None
+
+
+def _provenance(eqn: Any, prov: dict, states: dict, env: dict) -> list:
+    """What each output of ``eqn`` holds: "ei" (the edge_index), "tgt" (node ids that are
+    edge targets, or node ids such as arange(n)), "src" (edge sources), or None."""
+    name = eqn.primitive.name
+    nothing = [None] * len(eqn.outvars)
+    if name == "iota":
+        return ["tgt"] + nothing[1:]
+    found = _by_value(eqn, prov, env)
+    if found is not None and any(k is not None for k in found):
+        return found
     if name in _KEEPS_IDS:  # the operands' common kind passes through (constants aside)
         values = eqn.invars[1:] if name == "select_n" else eqn.invars  # select_n: case 0 = pred
         kinds = {prov.get(v) for v in values if not (isinstance(v, jcore.Literal) or
                                                      states.get(v, _CLEAN) == _CLEAN)}
         if len(kinds) == 1 and None not in kinds:
-            return kinds.pop()
-    return None
+            return [kinds.pop()] + nothing[1:]
+    return nothing
 
 
 def _check_keys(eqn: Any, prov: dict, states: dict, indices: list) -> None:
@@ -331,6 +399,39 @@ def _check_keys(eqn: Any, prov: dict, states: dict, indices: list) -> None:
                 "an aggregation is keyed by something other than the edge targets (an "
                 "out-degree at edge_index[0], a reduction at the sources): each device holds "
                 "only the edges into its own nodes, so such a sum would be incomplete")
+
+
+def _folded(eqn: Any, invals: list) -> Optional[list]:
+    """Integer arithmetic on constants (an index computed from literals), run eagerly so
+    :func:`_by_value` can read it; None for everything else (traced as usual)."""
+    known = not any(isinstance(v, jax.core.Tracer) for v in invals)
+    ints = all(jnp.issubdtype(v.aval.dtype, jnp.integer) or v.aval.dtype == jnp.bool_
+               for v in eqn.outvars if hasattr(v.aval, "dtype"))
+    if not (known and ints and eqn.outvars):
+        return None
+    try:
+        return _eager(eqn, invals)
+    except Exception:  # noqa: BLE001 - not evaluable eagerly: traced as usual
+        return None
+
+
+def _eager(eqn: Any, values: list) -> list:
+    """``eqn``'s primitive on concrete ``values``, outside the trace being built.
+
+    JAX's trace state and mesh context belong to the thread: a fresh thread
+    evaluates eagerly, on the default device, whatever is being traced here.
+    """
+    def run() -> list:
+        params = eqn.primitive.get_bind_params(eqn.params)
+        outs = eqn.primitive.bind(*values, **params)
+        outs = list(outs) if eqn.primitive.multiple_results else [outs]
+        return [np.asarray(o) for o in outs]
+
+    return _EAGER.submit(run).result()
+
+
+_EAGER = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                               thread_name_prefix="torch2jax_ops-layout")
 
 
 def _replay(jaxpr: Any, consts: list, args: list, dirty: list, layout: GraphLayout,
@@ -360,12 +461,16 @@ def _replay(jaxpr: Any, consts: list, args: list, dirty: list, layout: GraphLayo
                 layout, [None if isinstance(v, jcore.Literal) else prov.get(v)
                          for v in eqn.invars])
         else:
-            params = eqn.primitive.get_bind_params(eqn.params)
-            with eqn.ctx.manager:
-                outs = eqn.primitive.bind(*invals, **params)
-            outs = list(outs) if eqn.primitive.multiple_results else [outs]
+            folded = _folded(eqn, invals)
+            if folded is not None:
+                outs = folded
+            else:
+                params = eqn.primitive.get_bind_params(eqn.params)
+                with eqn.ctx.manager:
+                    bound = eqn.primitive.bind(*invals, **params)
+                outs = list(bound) if eqn.primitive.multiple_results else [bound]
             out_states = [state] * len(outs)
-            out_prov = [_provenance(eqn, prov, states)] + [None] * (len(outs) - 1)
+            out_prov = _provenance(eqn, prov, states, env)
             if state == _EDGE:
                 subs = _sub_jaxprs(eqn.params)
                 if _is_scatter(eqn):

@@ -3,7 +3,7 @@
 Generated, never typed in: a name is *ported* when the converter registry
 (:mod:`torch2jax_ops.nn._registry`) holds a converter for PyG's class (or a
 port of PyG's function), and its *parity cases* are counted from the parity
-suite (``parity_tests/cases``). A name that is not ported says why
+suite (``torch2jax_ops/parity/cases``). A name that is not ported says why
 (:data:`NOT_PORTED`). ``torch2jax-ops tables --write`` refreshes the table in
 ``migration_guide/layers.md``; ``parity_tests/test_coverage.py`` asserts it
 matches the registry and that every ported name has parity cases.

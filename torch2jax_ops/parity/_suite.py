@@ -1,7 +1,9 @@
 """The parity suite: a registry of cases, each a torch original vs its JAX port.
 
 One case list serves both ``parity_tests/`` (pytest parametrises over it) and
-the ``torch2jax-ops parity`` report, so the two can never disagree.
+the ``torch2jax-ops parity`` report, so the two can never disagree. The cases
+ship with the package (``torch2jax_ops/parity/cases``, imported only when the
+suite is asked for them), so an installed wheel runs the report too.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 import pathlib
 import sys
 import time
+import types
 from typing import Any, Callable, Iterable, Optional
 
 from .. import _dtypes
@@ -19,7 +22,7 @@ from ._compare import ParityResult, compare
 from ._modules import compare_modules
 
 __all__ = ["Case", "register", "cases", "run_case", "SECTIONS", "representatives",
-           "dtype_family", "cases_root"]
+           "dtype_family", "cases_root", "CASES_PACKAGE", "ENVIRONMENT"]
 
 
 @dataclasses.dataclass
@@ -84,29 +87,45 @@ def register(section: str) -> Callable:
     return add
 
 
-def cases_root() -> pathlib.Path:
-    """The checkout whose ``parity_tests/cases`` holds the suite's cases (test data).
+#: the package of the shipped cases (one module per section, installed with the package)
+CASES_PACKAGE = "torch2jax_ops.parity.cases"
+#: a folder of case modules that replaces the shipped ones (a suite of one's own, a test's)
+ENVIRONMENT = "TORCH2JAX_OPS_CASES"
+_OWN_PACKAGE = "torch2jax_ops_own_cases"
 
-    ``$TORCH2JAX_OPS_CASES`` (a checkout's root) if set, else the current
-    directory or the checkout this package is installed from (editable).
+
+def cases_root() -> pathlib.Path:
+    """The folder whose case modules the suite loads.
+
+    ``$TORCH2JAX_OPS_CASES`` (a folder of ``*.py`` case modules, which then
+    replace the shipped ones) if set, else the shipped cases,
+    ``torch2jax_ops/parity/cases``: part of the installed package, the way torch
+    ships its OpInfo database in ``torch.testing``, so an installed wheel runs
+    ``torch2jax-ops parity`` outside any checkout.
     """
-    candidates = [os.environ.get("TORCH2JAX_OPS_CASES"), os.getcwd(),
-                  str(pathlib.Path(__file__).resolve().parents[2])]
-    for candidate in candidates:
-        if candidate and (pathlib.Path(candidate) / "parity_tests" / "cases").is_dir():
-            return pathlib.Path(candidate).resolve()
-    raise FileNotFoundError(
-        "the parity suite's cases live in a checkout's parity_tests/cases (test data, not part "
-        "of the installed package); run from the checkout's root or set TORCH2JAX_OPS_CASES")
+    own = os.environ.get(ENVIRONMENT)
+    if own:
+        folder = pathlib.Path(own).expanduser().resolve()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{ENVIRONMENT}={own!r}: not a folder of case modules")
+        return folder
+    return pathlib.Path(__file__).resolve().parent / "cases"
 
 
 def _load() -> None:
-    """Import every case module of ``parity_tests/cases`` (each registers its sections)."""
+    """Import every case module of :func:`cases_root` (each registers its sections)."""
     root = cases_root()
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    for path in sorted((root / "parity_tests" / "cases").glob("[!_]*.py")):
-        importlib.import_module(f"parity_tests.cases.{path.stem}")
+    package = CASES_PACKAGE
+    if os.environ.get(ENVIRONMENT):
+        # a package over the folder, so its modules may import each other
+        package = _OWN_PACKAGE
+        module = sys.modules.get(package)
+        if module is None or list(getattr(module, "__path__", [])) != [str(root)]:
+            module = types.ModuleType(package)
+            module.__path__ = [str(root)]
+            sys.modules[package] = module
+    for path in sorted(root.glob("[!_]*.py")):
+        importlib.import_module(f"{package}.{path.stem}")
 
 
 def cases(section: Optional[str] = None, only: Optional[str] = None,

@@ -9,9 +9,13 @@ split by target, so no two threads write one row): at 300k edges x 64 features,
 5 ms against 18 ms for the streamed loop and 40 ms for the two steps (2-core CPU,
 2026-11-26).
 
-The kernel is an XLA FFI handler compiled against jaxlib's headers when the
-package is set up (``make`` runs ``python -m torch2jax_ops build-kernels``; see
-:func:`build`). :func:`gather_scatter_add` is a JAX primitive over it:
+The kernel is an XLA FFI handler compiled against jaxlib's headers into a
+per-user cache folder (:func:`kernel_dir`, ``~/.cache/torch2jax_ops/kernels``;
+an installed package folder is often read-only): by ``make`` (``python -m
+torch2jax_ops build-kernels``), else on first use in a process, so a pip install
+gets the fast path too. Without a C++ compiler nothing fails: a warning says so
+once and the callers keep their XLA forms (see :func:`build`).
+:func:`gather_scatter_add` is a JAX primitive over it:
 
 - every row sums its edges in edge order, XLA:CPU's own order for a gather and a
   scatter-add, so its values are those of the two steps, to the bit;
@@ -25,7 +29,8 @@ package is set up (``make`` runs ``python -m torch2jax_ops build-kernels``; see
 Whether a caller uses it is :func:`usable`: the library is built and loads, the
 process has one device (the kernel has no sharding rule), and the environment
 variable ``TORCH2JAX_OPS_NATIVE`` is not ``0``. Without it the callers keep their
-XLA forms, with the same values.
+XLA forms, with the same values. ``TORCH2JAX_OPS_BUILD=0`` stops the build on first use
+(a missing library is then only reported).
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -47,12 +53,16 @@ from jax.interpreters import ad, batching, mlir
 
 from ._gather import slot_sum, take_rows
 
-__all__ = ["SOURCE", "ENVIRONMENT", "library_path", "build", "load_error", "usable",
-           "gather_scatter_add"]
+__all__ = ["SOURCE", "ENVIRONMENT", "kernel_dir", "library_path", "build", "load_error",
+           "usable", "gather_scatter_add"]
 
 SOURCE = Path(__file__).parent / "_kernels" / "gather_scatter_add.cc"
 #: ``TORCH2JAX_OPS_NATIVE=0`` keeps the XLA forms even where the kernel is built.
 ENVIRONMENT = "TORCH2JAX_OPS_NATIVE"
+#: ``TORCH2JAX_OPS_BUILD=0``: a missing library is not built on first use.
+BUILD_ENVIRONMENT = "TORCH2JAX_OPS_BUILD"
+#: the folder of the built libraries (default: the per-user cache, :func:`kernel_dir`)
+DIR_ENVIRONMENT = "TORCH2JAX_OPS_KERNEL_DIR"
 _TARGETS = {np.dtype(np.float32): ("torch2jax_ops_gather_scatter_add_f32",
                                    "T2jGatherScatterAddF32"),
             np.dtype(np.float64): ("torch2jax_ops_gather_scatter_add_f64",
@@ -70,9 +80,40 @@ def _fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+def kernel_dir() -> Path:
+    """Where the kernel libraries are built: ``$TORCH2JAX_OPS_KERNEL_DIR``, else
+    ``$XDG_CACHE_HOME/torch2jax_ops/kernels`` (``~/.cache/torch2jax_ops/kernels``), the
+    per-user cache beside the parity runner's compilation cache. Not the package folder:
+    it is read-only in many installs."""
+    explicit = os.environ.get(DIR_ENVIRONMENT)
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "torch2jax_ops" / "kernels"
+
+
 def library_path() -> Path:
-    """Where :func:`build` writes the kernel library for this source and jaxlib."""
-    return SOURCE.parent / f"libtorch2jax_ops_cpu-{_fingerprint()}.so"
+    """Where :func:`build` writes the kernel library for this source and jaxlib: one file
+    per fingerprint, so environments with other jaxlib versions share the folder."""
+    return kernel_dir() / f"libtorch2jax_ops_cpu-{_fingerprint()}.so"
+
+
+def _compiler(compiler: Optional[str]) -> str:
+    """The C++ compiler to run: ``compiler``, else ``$CXX``, else ``c++``, else ``g++``;
+    RuntimeError naming what was looked for when there is none."""
+    named = compiler or os.environ.get("CXX")
+    if named:
+        found = shutil.which(named)
+        if not found:
+            source = "compiler=" if compiler else "$CXX="
+            raise RuntimeError(f"build-kernels needs a C++17 compiler, and {source}{named!r} "
+                               f"is not found: install g++ or clang, or name one with CXX=...")
+        return found
+    found = shutil.which("c++") or shutil.which("g++")
+    if not found:
+        raise RuntimeError("build-kernels needs a C++17 compiler (no c++ or g++ on PATH): "
+                           "install g++ or clang, or name one with CXX=...")
+    return found
 
 
 def build(compiler: Optional[str] = None, *, force: bool = False, quiet: bool = False) -> Path:
@@ -80,24 +121,20 @@ def build(compiler: Optional[str] = None, *, force: bool = False, quiet: bool = 
     when it is there, unless ``force``) and return the path.
 
     ``compiler``: a C++17 compiler (default: ``$CXX``, else ``c++``, else ``g++``).
-    Libraries of older sources or jaxlib versions in the same folder are removed.
-    Raises RuntimeError naming the compiler and its output when it fails, or the
-    folder when it is not writable.
+    Raises RuntimeError naming the compiler and its output when it fails, when there is
+    no compiler, or naming the folder when it is not writable.
     """
     target = library_path()
     if target.exists() and not force:
         return target
-    cxx = compiler or os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    if not cxx:
-        raise RuntimeError("build-kernels needs a C++17 compiler: install g++ or clang, or "
-                           "name one with CXX=...")
+    cxx = _compiler(compiler)
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         workspace = tempfile.TemporaryDirectory(dir=target.parent)
     except OSError as exc:
-        raise RuntimeError(f"build-kernels writes the library next to its source, and "
-                           f"{target.parent} is not writable ({exc.strerror}): build it "
-                           f"where the package is installed writable, e.g. an editable "
-                           f"install") from exc
+        raise RuntimeError(f"build-kernels writes the library to {target.parent}, which is "
+                           f"not writable ({exc.strerror}): name a writable folder with "
+                           f"{DIR_ENVIRONMENT}=...") from exc
     with workspace as tmp:
         partial = Path(tmp) / target.name
         command = [cxx, *_FLAGS, "-isystem", jax.ffi.include_dir(), str(SOURCE), "-o",
@@ -106,12 +143,9 @@ def build(compiler: Optional[str] = None, *, force: bool = False, quiet: bool = 
             print(" ".join(command), flush=True)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise RuntimeError(f"compiling {SOURCE.name} failed ({cxx} exited "
+            raise RuntimeError(f"compiling {SOURCE.name} failed ({Path(cxx).name} exited "
                                f"{done.returncode}):\n{done.stderr.strip()}")
-        os.replace(partial, target)
-    for old in target.parent.glob("libtorch2jax_ops_cpu-*.so"):
-        if old != target:
-            old.unlink(missing_ok=True)
+        os.replace(partial, target)  # atomic: a process building at the same time is harmless
     _load.cache_clear()
     return target
 
@@ -121,8 +155,17 @@ def _load() -> Optional[str]:
     """Load the library and register its handlers once; the reason when that fails."""
     path = library_path()
     if not path.exists():
-        return (f"the CPU kernel is not built ({path.name} is missing): run "
-                f"`python -m torch2jax_ops build-kernels` (`make` does)")
+        if os.environ.get(BUILD_ENVIRONMENT, "1") == "0":
+            return (f"the CPU kernel is not built ({path} is missing) and "
+                    f"{BUILD_ENVIRONMENT}=0: run `python -m torch2jax_ops build-kernels`")
+        try:  # first use in this process: build it into the per-user cache
+            build(quiet=True)
+        except RuntimeError as exc:
+            reason = f"the CPU kernel could not be built: {exc}"
+            warnings.warn(f"torch2jax_ops: {reason}. The message-passing sums use their XLA "
+                          f"forms (the same values, slower on the CPU).", RuntimeWarning,
+                          stacklevel=2)
+            return reason
     try:
         library = ctypes.cdll.LoadLibrary(str(path))
         for name, symbol in _TARGETS.values():

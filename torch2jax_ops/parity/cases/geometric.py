@@ -83,7 +83,6 @@ GRAPHS = ("karate", "fake", "erdos_renyi", "barabasi_albert", "loops-and-repeats
 
 def _utility_pairs() -> dict:
     """op -> (torch fn, jax fn) over (x, edge_index, edge_weight, edge_attr, N) -> tensors."""
-    import torch
     import torch_geometric.nn as tnn
     import torch_geometric.utils as U
     from torch_geometric.nn.conv.gcn_conv import gcn_norm as t_gcn_norm

@@ -82,7 +82,7 @@ def inputs(data: Any) -> tuple:
 
 
 def _perturbed(module, seed: int):
-    from parity_tests.cases.geometric import _perturbed as perturbed
+    from torch2jax_ops.parity.cases.geometric import _perturbed as perturbed
     return perturbed(module, seed)
 
 
@@ -261,7 +261,7 @@ def typed_inputs(graph_name: str, dtype: str) -> dict:
     ``node_type [N]`` (unsorted, type 2 on no node of the small graph), ``edge_type [E]``."""
     import torch
 
-    from parity_tests.cases.geometric import graph
+    from torch2jax_ops.parity.cases.geometric import graph
 
     g = graph(graph_name, dtype, features=6, edge_dim=3)
     n, e = g["num_nodes"], g["edge_index"].shape[1]
@@ -310,7 +310,7 @@ def typed_cases() -> Iterable[Case]:
                 def build(make=make, args=args, label=label, dtype=dtype, graph_name=graph_name):
                     import torch
 
-                    from parity_tests.cases.convs_edge import _perturb_buffers
+                    from torch2jax_ops.parity.cases.convs_edge import _perturb_buffers
                     from torch2jax_ops.nn import from_torch
 
                     torch.manual_seed(0)

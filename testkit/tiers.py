@@ -8,7 +8,7 @@ from __future__ import annotations
 SLOW_MODULES = frozenset({
     "test_scatter_hypothesis", "test_segment_hypothesis", "test_docs", "test_benchmark_script",
     "test_deviations", "test_examples", "test_data_loader", "test_distributed_jax",
-    "test_loader_jax",
+    "test_loader_jax", "test_wheel",
 })
 
 #: single tests that take 5 s or more on the 2-core CI machine (random sweeps of many cases,

@@ -56,7 +56,7 @@ def graph(name: str, dtype: str) -> tuple:
 
 def _models() -> dict:
     _torch()
-    from parity_tests.cases._sparse_models import MODELS
+    from torch2jax_ops.parity.cases._sparse_models import MODELS
 
     return MODELS
 

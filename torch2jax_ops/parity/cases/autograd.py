@@ -339,7 +339,6 @@ def func_cases() -> Iterable[Case]:
 
     for dtype in FLOATS:
         def fc_args(d):
-            import torch
             module = torch_two_layer().to(dtypes.torch_dtype(d))
             params = {k: v.detach().clone() for k, v in module.named_parameters()}
             params["lin1.weight"] = params["lin1.weight"] * 0.5  # not the module's own values

@@ -26,7 +26,7 @@ def inputs(kind: str, dtype: str) -> tuple:
     """(x, batch or None, batch_size or None) as torch tensors."""
     import torch
 
-    from parity_tests.cases.geometric import graph
+    from torch2jax_ops.parity.cases.geometric import graph
 
     if kind == "single":
         g = graph("karate", dtype, features=C)
@@ -101,7 +101,7 @@ def build_norm(label: str, dtype: str):
     """The perturbed PyG norm of ``label`` in its mode, as the cases build it."""
     import torch
 
-    from parity_tests.cases.geometric import _perturbed
+    from torch2jax_ops.parity.cases.geometric import _perturbed
 
     make, _, train, _ = norms()[label]
     torch.manual_seed(0)

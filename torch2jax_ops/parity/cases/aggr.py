@@ -149,7 +149,7 @@ def _aggregations() -> dict:
 
 
 def _perturbed(module, seed: int):
-    from parity_tests.cases.geometric import _perturbed as perturbed
+    from torch2jax_ops.parity.cases.geometric import _perturbed as perturbed
     return perturbed(module, seed)
 
 
@@ -207,7 +207,7 @@ def layer_aggregation_cases() -> Iterable[Case]:
         for dtype in WIDE:
             for graph_name in ("loops-and-repeats", "karate"):
                 def build(label=label, dtype=dtype, graph_name=graph_name):
-                    from parity_tests.cases.geometric import graph
+                    from torch2jax_ops.parity.cases.geometric import graph
                     from torch2jax_ops.nn import from_torch
 
                     torch.manual_seed(0)

@@ -5,7 +5,7 @@ port over the same graph: integer outputs (edge indices, masks, node lists)
 exactly, float outputs (merged edge attributes, dense adjacencies, scattered
 values) within the dtype's tolerance, and the gradients w.r.t. the float
 inputs (edge weights ``[E]`` and edge attributes ``[E, 3]``). Graphs (from
-``parity_tests.cases.geometric``): ``loops-and-repeats`` (8 nodes, self-loops,
+``torch2jax_ops.parity.cases.geometric``): ``loops-and-repeats`` (8 nodes, self-loops,
 a repeated edge, isolated nodes), KarateClub, a seeded 4-graph FakeDataset
 batch, a directed Erdos-Renyi graph, and no edges at all; float32 and float64.
 
@@ -33,7 +33,7 @@ ALL = ("loops-and-repeats", "karate", "fake", "erdos_renyi", "no-edges")
 
 
 def _graph(name: str, dtype: str) -> dict:
-    from parity_tests.cases.geometric import graph
+    from torch2jax_ops.parity.cases.geometric import graph
     return graph(name, dtype, features=4, edge_dim=3)
 
 

@@ -321,7 +321,6 @@ def index_select_cases() -> Iterable[Case]:
         for label, x_shape, length, dim, ids in SELECT_LAYOUTS:
             def build(dtype=dtype, label=label, x_shape=x_shape, length=length, dim=dim,
                       ids=ids):
-                import torch
 
                 rng = _rng("index_select", dtype, label)
                 x = values(rng, x_shape, dtype, "sum")

@@ -16,7 +16,7 @@ from torch2jax_ops.parity._suite import Case, register
 
 
 def _models() -> dict:
-    from parity_tests.cases._user_models import MODELS
+    from torch2jax_ops.parity.cases._user_models import MODELS
     return MODELS
 
 

@@ -28,7 +28,7 @@ F_IN, F_OUT, EDGE_DIM, RELATIONS = 6, 4, 3, 3
 
 
 def _graph(name: str, dtype: str) -> dict:
-    from parity_tests.cases.geometric import graph
+    from torch2jax_ops.parity.cases.geometric import graph
     return graph(name, dtype, features=F_IN, edge_dim=EDGE_DIM)
 
 
@@ -241,7 +241,7 @@ def _layers() -> dict:
 
 
 def _perturbed(module, seed: int):
-    from parity_tests.cases.geometric import _perturbed as perturbed
+    from torch2jax_ops.parity.cases.geometric import _perturbed as perturbed
     return perturbed(module, seed)
 
 

@@ -205,7 +205,7 @@ def build_layer(label: str, dtype: str, name: str) -> tuple:
     """(PyG layer in eval mode, its port, args) for a case."""
     import torch
 
-    from parity_tests.cases.geometric import _perturbed, graph
+    from torch2jax_ops.parity.cases.geometric import _perturbed, graph
     from torch2jax_ops.nn import from_torch
 
     make, inputs = layers()[label]

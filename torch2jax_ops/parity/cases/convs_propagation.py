@@ -30,7 +30,7 @@ F_IN, F_OUT = 6, 4
 
 
 def _graph(name: str, dtype: str) -> dict:
-    from parity_tests.cases.geometric import graph
+    from torch2jax_ops.parity.cases.geometric import graph
     return graph(name, dtype, features=F_IN)
 
 
@@ -43,7 +43,7 @@ def _like(g: dict, shape: tuple, seed: int):
 
 
 def _perturbed(module, seed: int):
-    from parity_tests.cases.geometric import _perturbed as perturbed
+    from torch2jax_ops.parity.cases.geometric import _perturbed as perturbed
     return perturbed(module, seed)
 
 

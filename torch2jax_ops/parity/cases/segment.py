@@ -11,7 +11,7 @@ from typing import Iterable, Optional
 import numpy as np
 
 from torch2jax_ops import dtypes
-from parity_tests.cases.scatter import DTYPES, _rng, op_pair
+from torch2jax_ops.parity.cases.scatter import DTYPES, _rng, op_pair
 from torch2jax_ops.parity.fuzz import values
 from torch2jax_ops.parity._suite import Case, register
 
@@ -143,7 +143,7 @@ def special_value_cases() -> Iterable[Case]:
     data = [nan, 1.0, -inf, 2.0, inf, 3.0, 2.0, nan, -1.0, inf, 0.5, -inf]
     pairs = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     for fmt, variants in (("csr", _csr_variants()), ("coo", _coo_variants())):
-        for op, reduce, kind in variants:
+        for op, reduce, _kind in variants:
             for dtype in dtypes.FLOAT_NAMES:
                 def build(op=op, reduce=reduce, dtype=dtype, fmt=fmt):
                     torch_fn, jax_fn = op_pair(op, reduce)

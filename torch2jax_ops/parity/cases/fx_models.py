@@ -1,6 +1,6 @@
 """Models that exercise the fx path's edges (section "fx", parity_tests/test_fx_path.py).
 
-Each model (parity_tests/cases/_fx_models.py) is converted with ``from_torch``
+Each model (torch2jax_ops/parity/cases/_fx_models.py) is converted with ``from_torch``
 and compared with ``compare_modules``: outputs and the gradient of every
 parameter by name, eagerly and under ``jax.jit``, in float32 and float64.
 """
@@ -35,7 +35,7 @@ def inputs(kind: str, dtype: str, seed: int = 0) -> tuple:
     """Torch inputs of one kind: node features, a graph, ..."""
     import torch
 
-    from parity_tests.cases import _fx_models as fm
+    from torch2jax_ops.parity.cases import _fx_models as fm
 
     rng = np.random.default_rng(seed)
     t = getattr(torch, dtype)
@@ -69,7 +69,7 @@ def build_model(name: str, dtype: str, seed: int = 0):
     """(torch model in eval mode, its torch inputs)."""
     import torch
 
-    from parity_tests.cases import _fx_models as fm
+    from torch2jax_ops.parity.cases import _fx_models as fm
 
     cls_name, kind = MODELS[name]
     torch.manual_seed(seed)

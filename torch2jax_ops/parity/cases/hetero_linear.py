@@ -41,7 +41,7 @@ def _tensor(values: Any, dtype: str) -> Any:
 
 
 def _perturbed(module: Any, seed: int) -> Any:
-    from parity_tests.cases.geometric import _perturbed as perturbed
+    from torch2jax_ops.parity.cases.geometric import _perturbed as perturbed
     return perturbed(module, seed)
 
 
@@ -174,7 +174,7 @@ def _heat_layers() -> dict[str, Callable]:
 def _heat_inputs(graph_name: str, dtype: str) -> tuple:
     import torch
 
-    from parity_tests.cases.geometric import graph
+    from torch2jax_ops.parity.cases.geometric import graph
 
     g = graph(graph_name, dtype, features=F_IN, edge_dim=EDGE_DIM)
     rng = np.random.default_rng(4)

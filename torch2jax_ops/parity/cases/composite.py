@@ -12,7 +12,7 @@ from typing import Iterable
 import numpy as np
 
 from torch2jax_ops import dtypes
-from parity_tests.cases.scatter import LAYOUTS, _rng, index_for, op_pair
+from torch2jax_ops.parity.cases.scatter import LAYOUTS, _rng, index_for, op_pair
 from torch2jax_ops.parity._suite import Case, register
 
 #: (case op name, torch_scatter function, extra keyword arguments)

@@ -36,7 +36,7 @@ def pool_graph(name: str, dtype: str) -> dict:
     """x, edge_index, edge_attr, batch (or None), num_graphs, attn as torch tensors."""
     import torch
 
-    from parity_tests.cases.geometric import graph
+    from torch2jax_ops.parity.cases.geometric import graph
 
     rng = np.random.default_rng(7)
     tdt = dtypes.torch_dtype(dtype)
@@ -156,7 +156,7 @@ def pool_call(label: str, gname: str, dtype: str) -> tuple:
 def build_pool(label: str, dtype: str):
     import torch
 
-    from parity_tests.cases.geometric import _perturbed
+    from torch2jax_ops.parity.cases.geometric import _perturbed
 
     torch.manual_seed(0)
     return _perturbed(pool_layers()[label][0](), 1).to(dtypes.torch_dtype(dtype))
@@ -232,7 +232,7 @@ def jk_cases() -> Iterable[Case]:
                     import torch
                     import torch_geometric.nn as tnn
 
-                    from parity_tests.cases.geometric import _perturbed
+                    from torch2jax_ops.parity.cases.geometric import _perturbed
                     from torch2jax_ops.nn import from_torch
 
                     torch.manual_seed(0)
@@ -253,7 +253,7 @@ def sort_inputs(kind: str, dtype: str) -> tuple:
     rng = np.random.default_rng(5)
     tdt = dtypes.torch_dtype(dtype)
     if kind == "fake":
-        from parity_tests.cases.geometric import graph
+        from torch2jax_ops.parity.cases.geometric import graph
         random.seed(0)
         g = graph("fake", dtype, features=C)
         return g["x"], g["batch"], int(g["batch"].max()) + 1

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from parity_tests.cases.norms import _perturb_buffers
+from torch2jax_ops.parity.cases.norms import _perturb_buffers
 from torch2jax_ops import dtypes
 from torch2jax_ops.parity._suite import Case, register
 

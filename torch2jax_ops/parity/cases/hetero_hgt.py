@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from parity_tests.cases.hetero import HAS, inputs, register_layers
+from torch2jax_ops.parity.cases.hetero import HAS, inputs, register_layers
 
 
 def _hgt(out_channels: int, heads: int, sized: bool = False) -> Callable:
