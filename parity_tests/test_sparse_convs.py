@@ -393,7 +393,7 @@ def test_sparse_tensor_adj_t(name):
         got = from_torch(layer)(to_jax(x), to_jax(adj))
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
     else:
-        with pytest.raises(TypeError, match=r"SparseTensor.*GCNConv, GINConv, SAGEConv"):
+        with pytest.raises(TypeError, match=r"SparseTensor.*GCNConv, GCN2Conv, GINConv, SAGEConv"):
             from_torch(layer)(to_jax(x), to_jax(adj))
 
 

@@ -121,7 +121,7 @@ def test_a_port_without_sparse_tensor_rules_refuses_one():
     torch.manual_seed(0)
     x = torch.randn(4, 3)
     _, ours = _pair()
-    with pytest.raises(TypeError, match="SparseTensor.*GCNConv, GINConv, SAGEConv, GraphConv"):
+    with pytest.raises(TypeError, match="SparseTensor.*GCNConv, GCN2Conv, GINConv, SAGEConv, GraphConv"):
         from_torch(gnn.GATConv(3, 2))(to_jax(x), ours)
     eg = gnn.EGConv(4, 4, num_heads=2, num_bases=2)
     with pytest.raises(Exception, match="SparseTensor"):

@@ -501,7 +501,7 @@ if IN_CHILD:
             at: int = eqx.field(static=True)
 
             @sharding_aware
-            def __call__(self, x, edge_index):
+            def __call__(self, x, edge_index, *, out_sharding=None):
                 src, dst = rows(edge_index)
                 keys, other = (dst, src) if self.at == 1 else (src, dst)
                 return jax.ops.segment_sum(self.lin(x)[other], keys, x.shape[0])
