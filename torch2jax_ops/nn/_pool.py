@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._conv import batch_axis
+
 __all__ = ["MaxPoolNd", "AvgPoolNd", "AdaptivePoolNd", "MaxPool1d", "MaxPool2d", "MaxPool3d",
            "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
@@ -88,12 +90,7 @@ def _gather(x: jax.Array, dims: int, ids: np.ndarray, fill: Any) -> jax.Array:
 
 
 def _prepare(input: Any, dims: int, op: str) -> tuple:
-    x = jnp.asarray(input)
-    if x.ndim not in (dims + 1, dims + 2):
-        raise ValueError(f"{op}: expected {dims + 1}-D (unbatched) or {dims + 2}-D (batched) "
-                         f"input, got shape {tuple(x.shape)}")
-    batched = x.ndim == dims + 2
-    return (x if batched else x[None]), batched
+    return batch_axis(input, dims, op=op)
 
 
 def _max_reduce(x: jax.Array, dims: int, ids: np.ndarray, shape: tuple, batched: bool,
