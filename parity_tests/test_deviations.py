@@ -581,3 +581,44 @@ def test_hgt_pairs_relation_matrices_by_edge_type_whatever_the_dict_order():
         np.testing.assert_allclose(np.asarray(out[t]), value.detach().numpy(), rtol=1e-4,
                                    atol=1e-5)
 
+
+
+def test_a_sparse_layer_fuses_whatever_its_class_built_first():
+    """PyG bakes the first instance's ``fuse`` flag into the class's generated propagate: a
+    SAGEConv(aggr='max') built after a SAGEConv(aggr=[...]) raises on a SparseTensor. A
+    fresh subclass shows it without touching the process's SAGEConv; the port of the same
+    layer gives W_l (max over neighbours of x_j) + b + W_r x_i, by hand."""
+    import torch_geometric.nn as tnn
+    from torch_sparse import SparseTensor
+
+    from torch2jax_ops.nn import from_torch
+    from torch2jax_ops.parity.cases.sparse import fused_propagate_safe
+
+    class FreshSAGE(tnn.SAGEConv):
+        pass
+
+    FreshSAGE(4, 3, aggr=["mean", "max"])  # the first instance: it cannot fuse
+    torch.manual_seed(0)
+    layer = FreshSAGE(4, 3, aggr="max").eval()
+    plain = tnn.SAGEConv(4, 3, aggr="max").eval()
+    plain.load_state_dict(layer.state_dict())
+    x = torch.randn(5, 4)
+    src, dst = torch.tensor([0, 1, 2, 3, 0]), torch.tensor([1, 2, 3, 1, 4])
+    adj_t = SparseTensor(row=dst, col=src, sparse_sizes=(5, 5))
+    with pytest.raises(NotImplementedError, match="message_and_aggregate"):
+        layer(x, adj_t)
+
+    with torch.no_grad():
+        neigh = np.zeros((5, 4), np.float32)
+        for i in range(5):
+            rows = [x[j].numpy() for j, d in zip(src.tolist(), dst.tolist()) if d == i]
+            neigh[i] = np.max(rows, axis=0) if rows else 0.0
+        expected = (neigh @ plain.lin_l.weight.numpy().T + plain.lin_l.bias.numpy()
+                    + x.numpy() @ plain.lin_r.weight.numpy().T)
+        np.testing.assert_allclose(fused_propagate_safe(layer)(x, adj_t).numpy(), expected,
+                                   rtol=1e-5, atol=1e-6)
+    port = from_torch(plain)
+    from torch2jax_ops.dlpack import to_jax
+
+    out = jax.jit(lambda a, b: port(a, b))(jnp.asarray(x.numpy()), to_jax(adj_t))
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-6)

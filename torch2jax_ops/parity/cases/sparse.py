@@ -66,6 +66,33 @@ def user_model():
     return Net()
 
 
+def fused_propagate_safe(model):
+    """Give ``model``'s PyG layers a propagate that honours their own ``fuse`` flag.
+
+    PyG generates a class's ``propagate`` once, from the first instance built in the
+    process: when that one cannot fuse (an aggregation list or module, ``explain``), the
+    generated code of every later instance raises "'message_and_aggregate' not
+    implemented" on a SparseTensor, although the layer can fuse (deviation
+    ``pyg-fused-propagate-template``). Which instance came first depends on the cases run
+    before in the worker, so each layer whose flag disagrees with its class's generated
+    code gets PyG's own undecorated ``MessagePassing.propagate`` (same values, no
+    template)."""
+    import sys
+
+    from torch_geometric.nn.conv import MessagePassing
+
+    for layer in model.modules():
+        cls = type(layer)
+        if not (isinstance(layer, MessagePassing) and layer.fuse
+                and hasattr(cls, "_orig_propagate")):
+            continue
+        generated = sys.modules.get(f"{cls.__module__}_{cls.__name__}_propagate")
+        path = getattr(generated, "__file__", None)
+        if path and "'message_and_aggregate' not implemented" in open(path).read():
+            layer.propagate = cls._orig_propagate.__get__(layer, cls)
+    return model
+
+
 def _build(label: str, dtype: str, graph: str, values: bool):
     import torch
     from torch_sparse import SparseTensor
@@ -77,9 +104,11 @@ def _build(label: str, dtype: str, graph: str, values: bool):
     adj = SparseTensor(row=row, col=col, value=w if values else None, sparse_sizes=(6, 6))
     if label == "user_model":
         model = user_model().to(getattr(torch, dtype)).eval()
-        return model, from_torch(model, copy=True), (x, adj, w), {}, {}
+        port = from_torch(model, copy=True)
+        return fused_propagate_safe(model), port, (x, adj, w), {}, {}
     layer = layers()[label]().to(getattr(torch, dtype)).eval()
-    return layer, from_torch(layer, copy=True), (x, adj.t()), {}, {}
+    port = from_torch(layer, copy=True)
+    return fused_propagate_safe(layer), port, (x, adj.t()), {}, {}
 
 
 @register("sparse")
