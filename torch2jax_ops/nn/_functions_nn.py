@@ -34,7 +34,8 @@ from ._functions_base import (
 )
 from ._functions_math import clamp
 from ._functions_reduce import vector_norm_impl
-from ._fx import next_key
+from ._layers import dropout as layer_dropout
+from ._state import random_draw
 
 __all__: list = []
 
@@ -219,7 +220,9 @@ def rrelu(input: jax.Array, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
     """``F.rrelu``: eval mode uses the slope ``(lower + upper) / 2``; training draws a slope
     per element in ``[lower, upper)`` (needs the port's ``key=``)."""
     if training:
-        slope = jax.random.uniform(next_key("rrelu"), input.shape, input.dtype, lower, upper)
+        u = random_draw("rrelu", "uniform", input.shape, input.dtype,
+                        lambda k: jax.random.uniform(k, input.shape, input.dtype))
+        slope = lower + (upper - lower) * u
     else:
         slope = jnp.asarray((lower + upper) / 2, input.dtype)
     return jnp.where(input > 0, input, input * slope)
@@ -538,13 +541,7 @@ def _check_p(p: float, name: str) -> None:
 def _dropout(input: jax.Array, p: float, training: bool, mask_shape: tuple,
              name: str) -> jax.Array:
     _check_p(p, name)
-    if not training or p == 0:
-        return input
-    if p == 1:
-        return jnp.zeros_like(input)
-    keep = jax.random.bernoulli(next_key(name), 1.0 - p, mask_shape)
-    scale = jnp.asarray(1.0 / (1.0 - p), input.dtype)
-    return jnp.where(keep, input * scale, jnp.zeros((), input.dtype))
+    return layer_dropout(input, p, training, op=name, mask_shape=mask_shape)
 
 
 @function(F + "dropout")
@@ -599,6 +596,22 @@ def dropout3d(input: jax.Array, p: float = 0.5, training: bool = True,
 
 # --------------------------------------------------------------------------- random
 
+def _uniform(op: str, shape: tuple, dtype: Any) -> jax.Array:
+    return random_draw(op, "uniform", shape, dtype,
+                       lambda k: jax.random.uniform(k, shape, dtype))
+
+
+def _normal(op: str, shape: tuple, dtype: Any) -> jax.Array:
+    return random_draw(op, "normal", shape, dtype, lambda k: jax.random.normal(k, shape, dtype))
+
+
+def _randint(op: str, shape: tuple, low: int, high: int, dtype: Any) -> jax.Array:
+    drawn = long_dtype()
+    return random_draw(op, "randint", shape, drawn,
+                       lambda k: jax.random.randint(k, shape, low, high, dtype=drawn)
+                       ).astype(dtype)
+
+
 def _random_dtype(dtype: Any, name: str) -> np.dtype:
     dt = dtype_arg(dtype, op=name) or float_dtype()
     if not jnp.issubdtype(dt, jnp.floating):
@@ -612,8 +625,7 @@ def rand(*size: Any, generator: Any = None, out: Any = None, dtype: Any = None,
          pin_memory: bool = False) -> jax.Array:
     """``torch.rand(*size)``: uniform on [0, 1) (a key from the port's ``key=``; the stream
     differs from torch's)."""
-    return jax.random.uniform(next_key("rand"), size_args(size, op="rand"),
-                              _random_dtype(dtype, "rand"))
+    return _uniform("rand", size_args(size, op="rand"), _random_dtype(dtype, "rand"))
 
 
 @function("torch.randn")
@@ -621,22 +633,19 @@ def randn(*size: Any, generator: Any = None, out: Any = None, dtype: Any = None,
           layout: Any = None, device: Any = None, requires_grad: bool = False,
           pin_memory: bool = False) -> jax.Array:
     """``torch.randn(*size)``: standard normal."""
-    return jax.random.normal(next_key("randn"), size_args(size, op="randn"),
-                             _random_dtype(dtype, "randn"))
+    return _normal("randn", size_args(size, op="randn"), _random_dtype(dtype, "randn"))
 
 
 @function("torch.rand_like")
 def rand_like(input: jax.Array, *, dtype: Any = None, layout: Any = None, device: Any = None,
               requires_grad: bool = False, memory_format: Any = None) -> jax.Array:
-    return jax.random.uniform(next_key("rand_like"), input.shape,
-                              _random_dtype(dtype or input.dtype, "rand_like"))
+    return _uniform("rand_like", input.shape, _random_dtype(dtype or input.dtype, "rand_like"))
 
 
 @function("torch.randn_like")
 def randn_like(input: jax.Array, *, dtype: Any = None, layout: Any = None, device: Any = None,
                requires_grad: bool = False, memory_format: Any = None) -> jax.Array:
-    return jax.random.normal(next_key("randn_like"), input.shape,
-                             _random_dtype(dtype or input.dtype, "randn_like"))
+    return _normal("randn_like", input.shape, _random_dtype(dtype or input.dtype, "randn_like"))
 
 
 @function("torch.randint")
@@ -653,9 +662,7 @@ def randint(*args: Any, generator: Any = None, out: Any = None, dtype: Any = Non
     else:
         raise TypeError("randint: expected (high, size) or (low, high, size)")
     dt = dtype_arg(dtype, op="randint") or long_dtype()
-    return jax.random.randint(next_key("randint"), size_args((shape,), op="randint"), low, high,
-                              dtype=dt if jnp.issubdtype(dt, jnp.integer) else long_dtype()
-                              ).astype(dt)
+    return _randint("randint", size_args((shape,), op="randint"), low, high, dt)
 
 
 @function("torch.randint_like")
@@ -665,8 +672,7 @@ def randint_like(input: jax.Array, low: int = 0, high: Optional[int] = None, *,
     if high is None:
         low, high = 0, low
     dt = dtype_arg(dtype, op="randint_like") or input.dtype
-    return jax.random.randint(next_key("randint_like"), input.shape, low, high,
-                              dtype=long_dtype()).astype(dt)
+    return _randint("randint_like", input.shape, low, high, dt)
 
 
 @function("torch.randperm")
@@ -675,7 +681,8 @@ def randperm(n: int, *, generator: Any = None, out: Any = None, dtype: Any = Non
              pin_memory: bool = False) -> jax.Array:
     """``torch.randperm(n)``: a random permutation of ``0 .. n-1`` (int64)."""
     dt = dtype_arg(dtype, op="randperm") or long_dtype()
-    return jax.random.permutation(next_key("randperm"), jnp.arange(n, dtype=dt))
+    return random_draw("randperm", "randperm", (n,), dt,
+                       lambda k: jax.random.permutation(k, jnp.arange(n, dtype=dt)))
 
 
 @op("bernoulli")
@@ -683,14 +690,16 @@ def bernoulli(input: jax.Array, p: Optional[float] = None, *, generator: Any = N
               out: Any = None) -> jax.Array:
     """``torch.bernoulli(input)``: 1 with probability ``input`` (or ``p``), input's dtype."""
     prob = input if p is None else jnp.full(input.shape, p, to_float(input).dtype)
-    return jax.random.bernoulli(next_key("bernoulli"), prob, input.shape).astype(input.dtype)
+    return random_draw("bernoulli", "bernoulli", input.shape, input.dtype,
+                       lambda k: jax.random.bernoulli(k, prob, input.shape).astype(input.dtype))
 
 
 @method("bernoulli_")
 def bernoulli_(self: jax.Array, p: Any = 0.5, *, generator: Any = None) -> jax.Array:
     """``Tensor.bernoulli_(p=0.5)``: self's shape and dtype filled with draws."""
     prob = as_array(p, to_float(self).dtype)
-    return jax.random.bernoulli(next_key("bernoulli_"), prob, self.shape).astype(self.dtype)
+    return random_draw("bernoulli_", "bernoulli", self.shape, self.dtype,
+                       lambda k: jax.random.bernoulli(k, prob, self.shape).astype(self.dtype))
 
 
 @method("uniform_")
@@ -698,14 +707,14 @@ def uniform_(self: jax.Array, *args: Any, generator: Any = None, **kwargs: Any) 
     """``Tensor.uniform_(from=0, to=1)``."""
     lo = kwargs.get("from", args[0] if args else 0.0)
     hi = kwargs.get("to", args[1] if len(args) > 1 else 1.0)
-    return jax.random.uniform(next_key("uniform_"), self.shape, self.dtype, lo, hi)
+    return lo + (hi - lo) * _uniform("uniform_", self.shape, self.dtype)
 
 
 @method("normal_")
 def normal_(self: jax.Array, mean: float = 0.0, std: float = 1.0, *,
             generator: Any = None) -> jax.Array:
     """``Tensor.normal_(mean=0, std=1)``."""
-    return mean + std * jax.random.normal(next_key("normal_"), self.shape, self.dtype)
+    return mean + std * _normal("normal_", self.shape, self.dtype)
 
 
 @function("torch.normal")
@@ -720,4 +729,4 @@ def normal(mean: Any, std: Any = 1.0, size: Any = None, *, generator: Any = None
         dt = m.dtype if is_array(mean) else s.dtype
         shape = jnp.broadcast_shapes(m.shape, s.shape)
     mean, std = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(std)  # torch: no gradient
-    return mean + std * jax.random.normal(next_key("normal"), shape, dt)
+    return mean + std * _normal("normal", shape, dt)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .._checking import check_bounds, check_index
 from .._sharding import OutSharding, sharding_aware
-from ._state import next_key, record_update
+from ._state import random_draw, record_update
 
 __all__ = ["Linear", "Embedding", "Identity", "Activation", "Dropout", "LayerNorm", "BatchNorm1d",
            "BatchNorm2d", "BatchNorm3d",
@@ -154,18 +154,21 @@ class Activation(eqx.Module):
 
 
 def dropout(x: jax.Array, p: float, training: bool, key: Any = None, *,
-            op: str = "dropout") -> jax.Array:
+            op: str = "dropout", mask_shape: Optional[tuple] = None) -> jax.Array:
     """torch's dropout: in training, zero each entry with probability ``p`` and scale the
-    rest by ``1 / (1 - p)``; the identity otherwise (or with ``p == 0``)."""
-    if not training or p == 0:
-        return x
+    rest by ``1 / (1 - p)``; the identity otherwise (or with ``p == 0``). ``mask_shape``
+    (broadcast against ``x``): one draw per feature map (feature dropout)."""
     if not 0 <= p <= 1:
         raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0:
+        return x
     if p == 1:
         return jnp.zeros_like(x)
-    key = next_key(op) if key is None else key
-    keep = jax.random.bernoulli(key, 1 - p, x.shape)
-    return jnp.where(keep, x / (1 - p), jnp.zeros((), x.dtype)).astype(x.dtype)
+    shape = x.shape if mask_shape is None else tuple(mask_shape)
+    keep = random_draw(op, "keep", shape, bool,
+                       lambda k: jax.random.bernoulli(k, 1 - p, shape), key)
+    scale = jnp.asarray(1.0 / (1.0 - p), x.dtype)
+    return jnp.where(keep, x * scale, jnp.zeros((), x.dtype))
 
 
 class Dropout(eqx.Module):

@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes, dlpack
+from ..nn._state import replay_scope
+from ._random import torch_draws
 
 __all__ = ["LeafResult", "ParityResult", "ParityError", "compare", "assert_parity",
            "compare_arrays", "PRECISIONS", "matmul_precision"]
@@ -456,7 +458,10 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
     # torch side: differentiable leaves are fresh clones that require grad.
     leaves = {p: t.detach().clone().requires_grad_(True) for p, t in wrt}
     torch_args = _replace(list(args), "", {p: leaves[p] for p, _ in wrt})
-    torch_out = torch_fn(*torch_args, **kwargs)
+    with torch_draws() as draws:  # random numbers torch draws: the port takes the same ones
+        torch_out = torch_fn(*torch_args, **kwargs)
+    if draws:
+        jax_fn = _replaying(jax_fn, draws, label)
     # a Python number among tensors in an output tree (a pooling ratio a model returns)
     # compares as NumPy makes it on both sides (float64, int64, bool), with no gradient; a
     # bare number output stays an error (`.item()` dropped the tensor)
@@ -478,7 +483,8 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
     values: dict = {}  # leaf path -> (torch value, JAX value): for the float64 check
 
     def reference() -> dict:
-        return _reference(torch_fn64 or torch_fn, args, kwargs, wrt, seed, torch)
+        with torch_draws(replay=draws):
+            return _reference(torch_fn64 or torch_fn, args, kwargs, wrt, seed, torch)
 
     if fused and wrt:
         done = _fused_results(torch_flat, jax_fn, jax_args, jax_kwargs, wrt, wrt_values, leaves,
@@ -517,6 +523,20 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
                                   seed, rtol, atol, torch, normwise, pullback, values)
     _against_reference(results, values, reference)
     return ParityResult(label, results)
+
+
+def _replaying(jax_fn: Callable, draws: list, label: str) -> Callable:
+    """``jax_fn`` whose random ops take torch's recorded ``draws`` (all of them, in order)."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with replay_scope(draws) as taken:
+            out = jax_fn(*args, **kwargs)
+        if taken and len(taken) != len(draws):  # none taken: a cached trace, or no random ops
+            raise ParityError(
+                f"{label}: torch drew random numbers {len(draws)} time(s) "
+                f"({[d.op for d in draws]}), the port only {len(taken)} time(s) "
+                f"({[d.op for d in taken]}): they do not draw the same way")
+        return out
+    return call
 
 
 def _is_number(x: Any) -> bool:
