@@ -384,3 +384,30 @@ def test_compare_modules_compares_python_number_outputs():
     wrong = compare_modules(model, from_torch(other), x)
     assert not wrong.passed and not {leaf.path: leaf for leaf in wrong.leaves}[
         "output[1]"].passed
+
+
+
+def test_a_reentrant_checkpoint_is_compared_with_every_gradient():
+    """PyG's DeepGCNLayer(ckpt_grad=True) runs its conv through torch.utils.checkpoint
+    (use_reentrant=True): torch.autograd.grad refuses it, and its backward runs the conv
+    again after the call returned, which must differentiate the compared parameters."""
+    from torch_geometric.nn import DeepGCNLayer, GENConv
+
+    torch.manual_seed(0)
+    model = DeepGCNLayer(GENConv(4, 4), torch.nn.LayerNorm(4), torch.nn.ReLU(),
+                         block="res+", dropout=0.0, ckpt_grad=True).eval()
+    x = torch.randn(5, 4)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 0], [1, 2, 3, 4, 0, 2]])
+    result = compare_modules(model, from_torch(model), x, edge_index)
+    assert result.passed, result
+    conv_grads = [leaf for leaf in result.leaves if leaf.path.startswith("grad conv.")]
+    assert conv_grads and all(leaf.max_abs < 1e-5 for leaf in conv_grads)
+    # the checkpointed conv's gradients are really compared: a port whose conv differs fails
+    import copy
+
+    altered = copy.deepcopy(model)
+    with torch.no_grad():
+        altered.conv.mlp[0].weight.mul_(1.5)
+    bad = compare_modules(model, from_torch(altered), x, edge_index, weights="own")
+    assert not bad.passed and not bad["output"].passed
+    assert all(p.grad is None for p in model.parameters())   # the module's own are untouched

@@ -633,16 +633,37 @@ def _torch_grads(torch_flat, wrt, leaves, seed, torch) -> tuple:
     diff_outs = [(torch_flat[i][1], c) for i, c in zip(float_outs, cotangents)
                  if torch_flat[i][1].requires_grad]
     if diff_outs:
-        torch_grads = torch.autograd.grad(
-            [o for o, _ in diff_outs],
-            [leaves[p] for p, _ in wrt],
-            [torch.as_tensor(c).to(o.dtype) for o, c in diff_outs], allow_unused=True,
-            retain_graph=True)  # the unfused path asks again when the fused one cannot run
+        outs = [o for o, _ in diff_outs]
+        cots = [torch.as_tensor(c).to(o.dtype) for o, c in diff_outs]
+        targets = [leaves[p] for p, _ in wrt]
+        try:
+            torch_grads = torch.autograd.grad(
+                outs, targets, cots, allow_unused=True,
+                retain_graph=True)  # the unfused path asks again when the fused one cannot run
+        except RuntimeError as error:
+            if "use_reentrant=True" not in str(error):
+                raise
+            torch_grads = _backward_grads(outs, cots, targets, torch)
     else:
         torch_grads = [None] * len(wrt)
     torch_grads = [_entry_values(leaves[p], torch.zeros_like(leaves[p]) if g is None else g)
                    for (p, _), g in zip(wrt, torch_grads)]
     return float_outs, cotangents, torch_grads
+
+
+def _backward_grads(outs: list, cots: list, targets: list, torch: Any) -> list:
+    """The gradients by ``backward()``: torch.utils.checkpoint(use_reentrant=True) (PyG's
+    DeepGCNLayer with ckpt_grad) refuses ``torch.autograd.grad``. Each target's own
+    ``.grad`` is set aside and given back."""
+    saved = [t.grad for t in targets]
+    try:
+        for t in targets:
+            t.grad = None
+        torch.autograd.backward(outs, cots, retain_graph=True)
+        return [None if t.grad is None else t.grad.clone() for t in targets]
+    finally:
+        for t, g in zip(targets, saved):
+            t.grad = g
 
 
 def _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves, seed, rtol, atol,

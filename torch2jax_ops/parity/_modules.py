@@ -11,6 +11,7 @@ lists the worst leaves first, so a wrong layer shows up at the top::
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import re
@@ -130,8 +131,21 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
     params = {k: v.detach() for k, v in torch_module.named_parameters()}  # compare clones them
     _check_names(jax_module, params, label)
 
+    held = contextlib.ExitStack()
+
+    def with_params(module, p, a, kw):
+        # the module keeps these parameters until the comparison ends, not only for the
+        # call: a reentrant checkpoint (PyG's DeepGCNLayer(ckpt_grad=True)) runs the
+        # forward again inside backward(), and must differentiate the same leaves
+        if reparametrize is None:  # a torch without the helper: the plain functional call
+            return torch_call(module, p, a, kw)
+        held.enter_context(reparametrize(module, p, tie_weights=True))
+        return module(*a, **kw)
+
+    reparametrize = getattr(torch.nn.utils.stateless, "_reparametrize_module", None)
+
     def theirs(p, *a, **kw):
-        return torch_call(torch_module, p, a, kw)
+        return with_params(torch_module, p, a, kw)
 
     if weights not in ("torch", "own"):
         raise ParityError(f"{label}: weights must be 'torch' (both sides run with the torch "
@@ -153,10 +167,10 @@ def compare_modules(torch_module: Any, jax_module: Any, *args: Any, grad: bool =
     def theirs64(p, *a, **kw):  # the float64 reference (_compare asks only on a failure)
         if not double:
             double.append(copy.deepcopy(torch_module).double())
-        return torch_call(double[0], p, a, kw)
+        return with_params(double[0], p, a, kw)
 
     double: list = []
-    with matmul_precision(precision):
+    with matmul_precision(precision), held:
         result = _compare(theirs, ours, (params, *args), grad, rtol, atol, seed, positions,
                           label, normwise, kwargs, fused=jit, torch_fn64=theirs64)
     result.precision = precision
