@@ -20,7 +20,7 @@ from torch2jax_ops.parity.cases import convs_propagation as cases
 from torch2jax_ops import checked, dtypes
 from torch2jax_ops.geometric import nn as gnn
 from torch2jax_ops.geometric.utils import get_laplacian, get_laplacian_static
-from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict
+from torch2jax_ops.nn import UnsupportedModuleError, from_torch, named_arrays, state_dict
 from torch2jax_ops.parity import compare_modules
 
 CLASSES = ("SGConv", "TAGConv", "ChebConv", "APPNP", "GCN2Conv", "ARMAConv", "MixHopConv",
@@ -197,9 +197,9 @@ def _x_ei():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: tnn.SGConv(6, 4, cached=True), lambda: tnn.APPNP(2, 0.1, cached=True),
+    lambda: tnn.APPNP(2, 0.1, cached=True),
     lambda: tnn.GCN2Conv(6, 0.1, cached=True), lambda: tnn.DNAConv(6, cached=True)],
-    ids=["SGConv", "APPNP", "GCN2Conv", "DNAConv"])
+    ids=["APPNP", "GCN2Conv", "DNAConv"])
 def test_cached_layers(make):
     x, ei, w = _x_ei()
     layer = make().eval()
@@ -212,6 +212,24 @@ def test_cached_layers(make):
     _close(layer(*args), port(*_jax(args)))  # PyG now replays its cache: same graph, same result
     with pytest.raises(UnsupportedModuleError, match="cached=True with a filled cache"):
         from_torch(layer)
+
+
+def test_a_filled_sgconv_cache_is_kept_and_replayed():
+    """SGConv(cached=True) after one forward returns lin(cache) for any input (no gradient
+    to x): the port keeps the cache as a constant and does the same; an x of another node
+    count is an error (PyG would return the cached graph's rows)."""
+    x, ei, w = _x_ei()
+    layer = tnn.SGConv(6, 4, K=2, cached=True).eval()
+    empty_port = from_torch(layer)
+    first = layer(x, ei, w)
+    port = from_torch(layer)
+    assert "cached_x" not in dict(named_arrays(port))          # a constant, not a parameter
+    other = (x * 3.0, ei[:, :2], None)
+    _close(port(*_jax(other)), layer(*other))                  # PyG replays its cache
+    _close(port(*_jax(other)), first)
+    assert not np.allclose(np.asarray(empty_port(*_jax(other))), first.detach().numpy())
+    with pytest.raises(ValueError, match="cache .* graph of 8 nodes, but `x` has 3"):
+        port(jnp.zeros((3, 6)), jnp.asarray(ei.numpy()))
 
 
 @pytest.mark.parametrize("make, why", [

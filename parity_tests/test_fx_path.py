@@ -6,6 +6,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from torch2jax_ops.parity import _suite as suite
@@ -72,14 +73,14 @@ def test_label_propagation_under_jit_matches_torch():
     assert abs(jitted - torch_out).max() < 1e-5  # under jit
 
 
-def test_layer_refused_by_its_converter_keeps_its_names_and_says_why():
-    """SGConv(cached=True) run once in torch has a filled cache, which its converter refuses;
-    the port still holds conv1.lin.* by name, and compare_modules reaches the reason (it said
-    'no array named conv1.lin.weight')."""
+def test_a_filled_sgconv_cache_is_replayed():
+    """sgc.py: SGConv(cached=True) in a forward that reads a global `data`, run once in torch,
+    holds the propagated features; PyG then returns lin(cache) whatever it is given. The
+    port keeps the cache as a constant (not a parameter) and gives PyG's numbers."""
     import torch
 
-    from torch2jax_ops.parity.cases import fx_models
-    from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict
+    from torch2jax_ops.parity.cases import _fx_models, fx_models
+    from torch2jax_ops.nn import from_torch, state_dict
     from torch2jax_ops.parity import compare_modules
 
     model, args = fx_models.build_model("sgc-global-data", "float32")
@@ -87,13 +88,50 @@ def test_layer_refused_by_its_converter_keeps_its_names_and_says_why():
     port = from_torch(model)
     assert set(state_dict(port)) == set(model.state_dict()) == {"conv1.lin.weight",
                                                                  "conv1.lin.bias"}
+    assert compare_modules(model, port).passed
+    # the cache is what PyG reads from now on: another global graph changes nothing in
+    # either (the rule guarded: the port must not recompute from the new graph)
+    _fx_models.data.x = _fx_models.data.x * 2.0
+    np.testing.assert_allclose(np.asarray(port()), model().detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    model.conv1._cached_x = None  # emptied: both propagate the new features
+    fresh = from_torch(model)
+    assert not np.allclose(np.asarray(fresh()), np.asarray(port()), atol=1e-3)
+    assert compare_modules(model, fresh).passed and torch.is_tensor(model.conv1._cached_x)
+
+
+def test_layer_refused_by_its_converter_keeps_its_names_and_says_why():
+    """APPNP(cached=True) run once in torch holds the normalised edges of that graph, which
+    its converter refuses; the port still holds the model's other arrays by name, and
+    compare_modules reaches the reason (not 'no array named ...')."""
+    import torch
+    from torch_geometric.nn import APPNP
+
+    from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict
+    from torch2jax_ops.parity import compare_modules
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+            self.prop = APPNP(2, 0.1, cached=True)
+
+        def forward(self, x, edge_index):
+            return self.prop(self.lin(x), edge_index)
+
+    model = Net().eval()
+    x, edge_index = torch.randn(5, 4), torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])
+    model(x, edge_index)  # fills prop._cached_edge_index
+    port = from_torch(model)
+    assert set(state_dict(port)) == set(model.state_dict()) == {"lin.weight", "lin.bias"}
     with pytest.raises(UnsupportedModuleError, match=r"cached=True with a filled cache "
-                                                     r"\(_cached_x\).*`\._cached_x = None`"):
-        compare_modules(model, port)
-    model.conv1._cached_x = None  # the fix the message gives: weights kept
-    weight = model.conv1.lin.weight.detach().clone()
-    assert compare_modules(model, from_torch(model)).passed
-    assert torch.equal(model.conv1.lin.weight, weight)
+                                                     r"\(_cached_edge_index\).*"
+                                                     r"`\._cached_edge_index = None`"):
+        compare_modules(model, port, x, edge_index)
+    model.prop._cached_edge_index = None  # the fix the message gives: weights kept
+    weight = model.lin.weight.detach().clone()
+    assert compare_modules(model, from_torch(model), x, edge_index).passed
+    assert torch.equal(model.lin.weight, weight)
 
 
 def test_callable_reading_a_parameter_from_outside_raises():
