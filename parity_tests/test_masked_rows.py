@@ -374,3 +374,75 @@ def test_nonzero_and_one_hot_name_the_fix_under_jit():
     np.testing.assert_array_equal(np.asarray(port(y)), [[1, 0, 0], [0, 0, 1]])
     with pytest.raises(ValueError, match=r"one_hot: `num_classes`.*num_classes="):
         jax.jit(lambda m, a: m(a))(port, y)
+
+
+def _two_graphs():
+    torch.manual_seed(0)
+    x = torch.randn(7, 8)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 4], [1, 2, 0, 4, 5, 6, 3, 6]])
+    batch = torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    return x, edge_index, batch
+
+
+def test_gpsconv_takes_the_dense_rows_back_under_jit():
+    """PyG's GPSConv: h, mask = to_dense_batch(x, batch); attention; h[mask]. The mask holds
+    every node, so h[mask] has N rows: a static shape (graph_gps.py)."""
+    from torch_geometric.nn import GINConv, GPSConv
+
+    x, edge_index, batch = _two_graphs()
+    model = GPSConv(8, GINConv(torch.nn.Linear(8, 8)), heads=2, dropout=0.0).eval()
+    port = nn.from_torch(model)
+    for jit in (True, False):
+        result = compare_modules(model, port, x, edge_index, batch, jit=jit)
+        assert result.passed, result
+
+
+class _DenseRows(torch.nn.Module):
+    def __init__(self, max_num_nodes=None):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 3)
+        self.max_num_nodes = max_num_nodes
+
+    def forward(self, x, batch):
+        from torch_geometric.utils import to_dense_batch
+
+        h, mask = to_dense_batch(self.lin(x), batch, max_num_nodes=self.max_num_nodes)
+        h = h - h.sum(dim=1, keepdim=True)      # a per-graph op on the dense batch
+        return h[mask] * 2.0
+
+
+def test_rows_of_a_dense_mask_come_back_in_node_order():
+    x, _, batch = _two_graphs()
+    model = _DenseRows()
+    result = compare_modules(model, nn.from_torch(model), x, batch)
+    assert result.passed, result
+    # the rule guarded: row i of the output is node i (compare_modules' rows would differ
+    # for a permuted or padded selection); with a BatchVector the program is the same
+    from torch2jax_ops.geometric import BatchVector
+
+    ids = BatchVector(jnp.asarray(batch.numpy()), 2)
+    out = eqx.filter_jit(lambda m, a, b: m(a, b))(nn.from_torch(model),
+                                                   jnp.asarray(x.numpy()), ids)
+    np.testing.assert_allclose(np.asarray(out), model(x, batch).detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_a_dense_mask_that_cuts_graphs_keeps_the_error():
+    """max_num_nodes=2 drops nodes: the number of rows depends on the data again."""
+    x, _, batch = _two_graphs()
+    port = nn.from_torch(_DenseRows(max_num_nodes=2))
+    assert port(jnp.asarray(x.numpy()), jnp.asarray(batch.numpy())).shape == (4, 3)  # eager
+    from torch2jax_ops.geometric import BatchVector
+
+    ids = BatchVector(jnp.asarray(batch.numpy()), 2)
+    with pytest.raises(ValueError, match=r"boolean mask index"):
+        eqx.filter_jit(lambda m, a, b: m(a, b))(port, jnp.asarray(x.numpy()), ids)
+
+
+def test_counted_rows_pads_missing_rows_with_zeros_at_the_end():
+    h = jnp.arange(12.0).reshape(2, 3, 2)
+    mask = jnp.asarray([[True, True, False], [True, False, False]])
+    np.testing.assert_array_equal(_masked.counted_rows(h, mask, 3), [[0, 1], [2, 3], [6, 7]])
+    np.testing.assert_array_equal(_masked.counted_rows(h, mask, 4)[3], [0, 0])
+    with pytest.raises(ValueError, match="does not cover"):
+        _masked.counted_rows(h, mask[:, :2], 3)

@@ -71,6 +71,20 @@ def to_dense_batch(x: ArrayLike, batch: Optional[ArrayLike] = None, fill_value: 
     return out.reshape((b, max_num_nodes) + x.shape[1:]), mask.reshape(b, max_num_nodes)
 
 
+def mask_row_count(args: tuple, kwargs: dict) -> Optional[int]:
+    """How many entries of ``to_dense_batch(*args, **kwargs)``'s mask are set, when it is
+    known without the data: every row of ``x`` when no ``max_num_nodes`` cuts a graph
+    (``None`` otherwise). A traced forward reads it, so ``h[mask]`` (PyG's GPSConv) keeps
+    a static row count under jit."""
+    if (len(args) > 3 and args[3] is not None) or kwargs.get("max_num_nodes") is not None:
+        return None
+    x = args[0] if args else kwargs.get("x")
+    return int(np.shape(x)[0]) if x is not None and np.ndim(x) else None
+
+
+to_dense_batch.mask_row_count = mask_row_count  # type: ignore[attr-defined]
+
+
 def _largest(batch: jax.Array, b: int) -> int:
     """The largest graph of a concrete ``batch`` (ids ``b`` and above dropped), on the host:
     a count computed with jnp would be traced inside a jitted caller even for a constant."""

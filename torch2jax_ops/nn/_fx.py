@@ -263,6 +263,9 @@ def _make_tracer_class() -> type:
             self.inputs: list = []
             self.grad_enabled = torch.is_grad_enabled()  # as the port is called
             self.named_tensors: dict = {}
+            # masks whose number of True entries a function declares (to_dense_batch's):
+            # id -> (mask, rows), so `h[mask]` under jit has a static row count
+            self.counted_masks: dict = {}
 
         # -- structure
         def is_leaf_module(self, m: Any, qualname: str) -> bool:
@@ -391,6 +394,11 @@ def _make_tracer_class() -> type:
             kwargs = _plain(fx.node.map_arg(node.kwargs, value))
             if _masked.holds(args, kwargs):  # rows of x[mask] under jit: row-wise or an error
                 return self._masked(node, args, kwargs)
+            if node.op == "call_function" and node.target is operator.getitem \
+                    and len(args) == 2 and id(args[1]) in self.counted_masks:
+                mask, rows = self.counted_masks[id(args[1])]
+                if mask is args[1]:
+                    return _masked.counted_rows(args[0], mask, rows)
             if node.op == "get_attr":
                 found = self._named_array(node.target)
                 if found is not None:
@@ -434,7 +442,13 @@ def _make_tracer_class() -> type:
                 args, kwargs = plain_ids(args, kwargs)  # torch's own ops count nothing
             elif home in ("_operator", "operator"):  # x[batch], x + batch; not out[3]
                 args = tuple(ids_of(a) for a in args)
-            return _call(impl, args, kwargs, node)
+            out = _call(impl, args, kwargs, node)
+            counted = getattr(impl, "mask_row_count", None)  # (out, mask): mask's True count
+            if counted is not None and isinstance(out, tuple) and len(out) == 2:
+                rows = counted(args, kwargs)
+                if rows is not None:
+                    self.counted_masks[id(out[1])] = (out[1], rows)
+            return out
 
         def _masked(self, node: Any, args: tuple, kwargs: dict) -> Any:
             op, target = node.op, node.target

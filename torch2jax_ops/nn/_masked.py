@@ -45,7 +45,7 @@ from .._checking import is_array
 from ._registry import functions, generation, methods
 
 __all__ = ["MaskedRows", "select", "holds", "evaluate", "check_output", "unsupported",
-           "SUPPORTED"]
+           "SUPPORTED", "counted_rows"]
 
 #: what the errors list as supported (one line: the messages are matched by tests)
 SUPPORTED = ("supported under jax.jit: `x[mask]` with a 1-d bool mask over the rows, used "
@@ -98,6 +98,20 @@ def unsupported(what: str, where: str, origin: Optional[str]) -> str:
             f"number of rows is data-dependent (one compiled program serves every input). "
             f"{SUPPORTED}. Otherwise keep the shape: torch.where(mask, x, 0) / "
             f"x.masked_fill(~mask, 0), or run the port without jit")
+
+
+def counted_rows(x: jax.Array, mask: jax.Array, rows: int) -> jax.Array:
+    """``x[mask]`` for a ``mask`` (over x's leading ``mask.ndim`` axes) whose number of True
+    entries is known to be ``rows`` (``to_dense_batch``'s mask holds every node): the
+    selected entries in torch's (row-major) order, ``[rows, *rest]``. Should fewer be
+    set (a pooled batch's dropped nodes), the missing ones at the end are zeros, as the
+    static forms pad."""
+    x, mask = jnp.asarray(x), jnp.asarray(mask)
+    if mask.dtype != jnp.bool_ or x.shape[:mask.ndim] != mask.shape:
+        raise ValueError(f"x[mask]: the mask of shape {mask.shape} does not cover the leading "
+                         f"axes of x {x.shape}")
+    flat = jnp.flatnonzero(mask, size=rows, fill_value=mask.size)
+    return x.reshape((-1,) + x.shape[mask.ndim:]).at[flat].get(mode="fill", fill_value=0)
 
 
 class _NotRowwise(Exception):
