@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch_geometric.nn as tnn
+from torch_geometric.nn import global_add_pool
 
 from torch2jax_ops.parity.cases.geometric import _perturbed
 from torch2jax_ops.parity.cases.pools import build_pool, pool_call, pool_graph, sort_inputs
@@ -386,3 +387,56 @@ def test_global_sort_pool_in_a_user_model():
         ref = model(x, batch)
     out = from_torch(model)(jx(x), jx(batch))
     np.testing.assert_allclose(np.asarray(out), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _Ratio(torch.nn.Module):
+    """colors_topk_pool.py's idiom: the share of nodes a pool keeps, read off its outputs."""
+
+    def __init__(self, pool):
+        super().__init__()
+        self.pool = pool
+
+    def forward(self, x, edge_index, batch):
+        out, _, _, new_batch, perm, score = self.pool(x, edge_index, None, batch)
+        ratio = out.size(0) / x.size(0)
+        fewer = out.shape[0] - 1.0 + 0 * perm.size(0) + 0 * score.size()[0]
+        pad = out.new_zeros(out.size(0))         # a shape: the static form's N rows
+        return ratio, fewer, global_add_pool(out, new_batch).sum() + pad.sum()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: tnn.TopKPooling(4, ratio=0.5),
+    lambda: tnn.TopKPooling(4, min_score=0.2),
+    lambda: tnn.SAGPooling(4, ratio=0.6)], ids=["topk-ratio", "topk-min-score", "sag"])
+def test_a_pools_row_count_is_the_kept_count_under_jit(make):
+    torch.manual_seed(0)
+    x = torch.randn(9, 4)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 0, 4, 5, 3, 7, 8, 6]])
+    batch = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2])
+    model = _Ratio(make()).eval()
+    ratio, fewer, _ = model(x, edge_index, batch)
+    assert ratio < 1.0 and fewer < 8.0          # the rule guarded: N / N would be 1.0
+    for jit in (True, False):
+        result = compare_modules(model, from_torch(model), x, edge_index, batch, jit=jit)
+        assert result.passed, result
+
+
+def test_a_tensor_computed_from_a_pooled_output_keeps_the_budget_rows():
+    """Only the pool's own outputs count kept rows: relu(out) has the static N rows."""
+    from torch2jax_ops.geometric import BatchVector
+
+    class Derived(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool = tnn.TopKPooling(4, ratio=0.5)
+
+        def forward(self, x, edge_index, batch):
+            out = self.pool(x, edge_index, None, batch)[0]
+            return torch.relu(out).size(0) + 0.0, out.size(0) + 0.0
+
+    x = jnp.ones((6, 4))
+    edge_index = jnp.asarray([[0, 1, 3, 4], [1, 2, 4, 5]])
+    port = from_torch(Derived().eval())
+    derived, kept = eqx.filter_jit(lambda m, a, e, b: m(a, e, b))(
+        port, x, edge_index, BatchVector(jnp.asarray([0, 0, 0, 1, 1, 1]), 2))
+    assert float(derived) == 6.0 and int(kept) == 4

@@ -36,7 +36,7 @@ import numpy as np
 from .._batch_vector import declared_max, ids_of, plain_ids
 from .._checking import is_array
 from .._sharding import OutSharding, sharding_aware
-from . import _masked
+from . import _masked, _pooled
 from ._convert import Converter, UnsupportedModuleError
 from ._registry import (
     class_path,
@@ -75,6 +75,10 @@ def resolve(path: str) -> Any:
             return None
         return obj
     return None
+
+
+def _pooled_traced(value: Any) -> bool:
+    return isinstance(value, jax.core.Tracer)
 
 
 class _Table:
@@ -266,6 +270,8 @@ def _make_tracer_class() -> type:
             # masks whose number of True entries a function declares (to_dense_batch's):
             # id -> (mask, rows), so `h[mask]` under jit has a static row count
             self.counted_masks: dict = {}
+            # a pool's row-aligned outputs: id -> (array, kept rows), for .size(0) (_pooled)
+            self.pooled: dict = {}
 
         # -- structure
         def is_leaf_module(self, m: Any, qualname: str) -> bool:
@@ -394,6 +400,9 @@ def _make_tracer_class() -> type:
             kwargs = _plain(fx.node.map_arg(node.kwargs, value))
             if _masked.holds(args, kwargs):  # rows of x[mask] under jit: row-wise or an error
                 return self._masked(node, args, kwargs)
+            pooled = self._pooled_rows(node, args, kwargs)
+            if pooled is not None:
+                return pooled[0]
             if node.op == "call_function" and node.target is operator.getitem \
                     and len(args) == 2 and id(args[1]) in self.counted_masks:
                 mask, rows = self.counted_masks[id(args[1])]
@@ -412,7 +421,9 @@ def _make_tracer_class() -> type:
                 if module is None:
                     raise _error(node, f"{self.program.name}: the submodule `{node.target}` "
                                        f"has no port")
-                return _call(module, args, kwargs, node)
+                out = _call(module, args, kwargs, node)
+                self._note_pooled(module, out, args[0] if args else kwargs.get("x"))
+                return out
             if node.op == "call_method":
                 # a JAX object that answers torch's methods itself (geometric.SparseTensor:
                 # adj.t(), adj.set_value(...)) lists them in _TORCH_METHODS
@@ -449,6 +460,34 @@ def _make_tracer_class() -> type:
                 if rows is not None:
                     self.counted_masks[id(out[1])] = (out[1], rows)
             return out
+
+        def _note_pooled(self, module: Any, out: Any, x: Any) -> None:
+            """Remember a pool's row-aligned outputs when its kept count is not their rows."""
+            kept_rows = getattr(module, "kept_rows", None)
+            if kept_rows is None or not isinstance(out, tuple) or not is_array(x):
+                return
+            kept = kept_rows(out, x)
+            for i in module.row_outputs:
+                if is_array(out[i]) and (_pooled_traced(kept) or int(kept) != out[i].shape[0]):
+                    self.pooled[id(out[i])] = (out[i], kept)
+
+        def _pooled_rows(self, node: Any, args: tuple, kwargs: dict) -> Optional[tuple]:
+            """(value,) for a row count of a pool's output, or arithmetic on one; else None."""
+            if node.op == "call_function" and node.target in _pooled.ARITHMETIC:
+                kept = _pooled.kept_operands(args)
+                return None if kept is None else (node.target(*kept),)
+            subject = args[0] if args else None
+            entry = self.pooled.get(id(subject))
+            if entry is None or entry[0] is not subject:
+                return None
+            if node.op == "call_method" and node.target == "size":
+                shape = _pooled.row_count(subject.shape, entry[1])
+                dim = args[1] if len(args) > 1 else kwargs.get("dim")
+                return (shape if dim is None else shape[dim],)
+            if node.op == "call_function" and node.target is builtins.getattr \
+                    and args[1:] == ("shape",):
+                return (_pooled.row_count(subject.shape, entry[1]),)
+            return None
 
         def _masked(self, node: Any, args: tuple, kwargs: dict) -> Any:
             op, target = node.op, node.target

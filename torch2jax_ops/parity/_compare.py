@@ -465,7 +465,8 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
     # a Python number among tensors in an output tree (a pooling ratio a model returns)
     # compares as NumPy makes it on both sides (float64, int64, bool), with no gradient; a
     # bare number output stays an error (`.item()` dropped the tensor)
-    torch_flat = [(p, torch.as_tensor(np.asarray(leaf)) if p and _is_number(leaf) else leaf)
+    torch_flat = [(p, _from_number(torch.as_tensor(np.asarray(leaf)))
+                   if p and _is_number(leaf) else leaf)
                   for p, leaf in _flatten_torch(torch_out)]
     for path, leaf in torch_flat:
         if not _is_tensor(leaf):
@@ -510,6 +511,7 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
             f"at {[p or '(root)' for p, _ in torch_flat]}, jax returned {len(jax_flat)} array(s) "
             f"({jax.tree_util.tree_structure(jax_out)})")
 
+    torch_flat = _numbers_as(torch_flat, jax_flat)
     values.update({f"output{p}": (t, a) for (p, t), a in zip(torch_flat, jax_flat)})
     results = [compare_arrays(t, a, f"output{p}", "output", rtol, atol, normwise)
                for (p, t), a in zip(torch_flat, jax_flat)]
@@ -523,6 +525,26 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
                                   seed, rtol, atol, torch, normwise, pullback, values)
     _against_reference(results, values, reference)
     return ParityResult(label, results)
+
+
+def _from_number(t: Any) -> Any:
+    """A tensor made from a Python number in torch's output tree (marked: see _numbers_as)."""
+    t.t2j_from_number = True
+    return t
+
+
+def _numbers_as(torch_flat: list, jax_flat: list) -> list:
+    """A Python number of torch's output (a pooling ratio: float64 / int64 by NumPy's rule)
+    that the port computes as a 0-d floating array (a traced ratio, float32 without JAX's
+    64-bit mode) is compared in the port's dtype: the number has no dtype of its own."""
+    out = []
+    for (p, t), a in zip(torch_flat, jax_flat):
+        if getattr(t, "t2j_from_number", False) and np.ndim(a) == 0 \
+                and np.issubdtype(np.asarray(a).dtype, np.floating) \
+                and np.asarray(a).dtype != np.float64:
+            t = dlpack.to_torch(jnp.asarray(np.asarray(t.numpy(), np.asarray(a).dtype)))
+        out.append((p, t))
+    return out
 
 
 def _replaying(jax_fn: Callable, draws: list, label: str) -> Callable:
@@ -599,6 +621,7 @@ def _fused_results(torch_flat, jax_fn, jax_args, jax_kwargs, wrt, wrt_values, le
     except (_NotFusable, TypeError):  # the unfused path names what differs
         return None
     outs = jax.tree_util.tree_leaves(jax_out)
+    torch_flat = _numbers_as(torch_flat, outs)
     values.update({f"output{p}": (t, a) for (p, t), a in zip(torch_flat, outs)})
     values.update({f"grad{p}": (tg, jg) for p, tg, jg in zip(paths, torch_grads, jax_grads)})
     results = [compare_arrays(t, a, f"output{p}", "output", rtol, atol, normwise)
@@ -718,7 +741,8 @@ def _reference(torch_fn, args, kwargs, wrt, seed, torch) -> dict:
     """torch's outputs and gradients in float64 (inputs and cotangent cast up), by leaf path."""
     leaves64 = {p: t.detach().double().clone().requires_grad_(True) for p, t in wrt}
     args64 = _replace(_to_float64(list(args)), "", leaves64)
-    flat64 = _flatten_torch(torch_fn(*args64, **_to_float64(dict(kwargs))))
+    flat64 = [(p, torch.as_tensor(np.asarray(leaf)) if p and _is_number(leaf) else leaf)
+              for p, leaf in _flatten_torch(torch_fn(*args64, **_to_float64(dict(kwargs))))]
     ref = {f"output{p}": _to_numpy(t).astype(np.float64) for p, t in flat64}
     if wrt:
         _, _, grads64 = _torch_grads(flat64, wrt, leaves64, seed, torch)

@@ -38,7 +38,7 @@ different node of the tie; float64 makes that vanishingly rare.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, ClassVar, Optional, Union
 
 import equinox as eqx
 import jax
@@ -242,6 +242,16 @@ _SHAPES = """
     unless two nodes of one graph tie in a graph batch of more than 16 nodes)."""
 
 
+#: the pools' outputs with one row per node (x, batch, perm, score)
+ROW_OUTPUTS = (0, 3, 4, 5)
+
+
+def kept_rows(out: tuple, x: jax.Array) -> jax.Array:
+    """How many nodes a pool's output keeps: ``perm`` entries that are ids of ``x``'s rows
+    (the static form pads with ``N``)."""
+    return jnp.sum(out[4] < x.shape[0]).astype(jnp.int32)
+
+
 class TopKPooling(eqx.Module):
     """``torch_geometric.nn.TopKPooling`` with a static node budget.
 
@@ -266,6 +276,12 @@ class TopKPooling(eqx.Module):
                  num_graphs: Optional[int] = None, out_sharding: OutSharding = None) -> tuple:
         return _pool(self.select, x, edge_index, edge_attr, batch, attn, num_graphs,
                      self.multiplier, self.tie_break, op="TopKPooling")
+
+    # a traced forward's `out.size(0)`: PyG's kept count, not the budget (nn/_pooled.py)
+    row_outputs: ClassVar[tuple] = ROW_OUTPUTS
+
+    def kept_rows(self, out: tuple, x: jax.Array) -> jax.Array:
+        return kept_rows(out, x)
 
 
 class SAGPooling(eqx.Module):
@@ -294,6 +310,11 @@ class SAGPooling(eqx.Module):
             return self.gnn(a, edge_index)
         return _pool(self.select, x, edge_index, edge_attr, batch, attn, num_graphs,
                      self.multiplier, self.tie_break, op="SAGPooling", score_input=gnn)
+
+    row_outputs: ClassVar[tuple] = ROW_OUTPUTS
+
+    def kept_rows(self, out: tuple, x: jax.Array) -> jax.Array:
+        return kept_rows(out, x)
 
 
 # ------------------------------------------------------------------ converters
