@@ -24,7 +24,7 @@ from torch2jax_ops.parity.cases import port_models
 from torch2jax_ops.geometric.nn import MessagePassing
 from torch2jax_ops.nn import (TracedModule, UnsupportedModuleError, from_torch, state_dict,
                               stateful_call)
-from torch2jax_ops.parity import assert_modules_parity
+from torch2jax_ops.parity import assert_modules_parity, compare_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -321,14 +321,51 @@ def test_unmapped_function_names_it_and_the_fix():
         from_torch(Net())(jnp.ones(4))
 
 
-def test_in_place_update_of_a_view_is_refused():
+def test_in_place_update_of_a_view_read_through_its_base_is_refused():
+    """torch writes the update through to the viewed tensor; a later read of that tensor
+    (or of another view of it) would see the old values here: an error at that read."""
     class Net(torch.nn.Module):
         def forward(self, x):
             x[:, 0].mul_(0)
             return x
 
+    class Sibling(torch.nn.Module):
+        def forward(self, x):
+            h = x * 2
+            a, b = h.view(4), h.reshape(2, 2)
+            a.add_(1)
+            return b
+
     with pytest.raises(UnsupportedModuleError, match="in-place update of a view"):
         from_torch(Net())(jnp.ones((2, 2)))
+    with pytest.raises(UnsupportedModuleError, match=r"in-place update of a view \(view of "
+                                                     r"another tensor, .*test_port\.py:\d+"):
+        from_torch(Sibling())(jnp.ones((2, 2)))
+
+
+def test_in_place_update_of_a_view_whose_base_is_not_read_again():
+    """SGFormer's attention: vs = v(x).reshape(...); vs.masked_fill_(~mask, 0); qs[qs == 0]
+    = eps. Nothing reads v(x) afterwards, so the view alone taking the update is torch's
+    computation: torch's numbers."""
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = torch.nn.Linear(4, 4)
+            self.v = torch.nn.Linear(4, 4)
+
+        def forward(self, x, mask):
+            qs, vs = self.q(x).reshape(2, 3, 2, 2), self.v(x).reshape(2, 3, 2, 2)
+            vs.masked_fill_(~mask[:, :, None, None], 0.0)
+            qs[qs > 0.1] = 0.1
+            return (qs * vs).sum(-1)
+
+    torch.manual_seed(0)
+    model = Attention()
+    x, mask = torch.randn(2, 3, 4), torch.tensor([[True, True, False], [True, False, False]])
+    result = compare_modules(model, from_torch(model), x, mask)
+    assert result.passed, result
+    out = model(x, mask)
+    assert (out[~mask] == 0).all() and not (out[mask] == 0).all()   # the mask took effect
 
 
 def test_in_place_ops_on_a_tensor_rebind_it():

@@ -77,6 +77,12 @@ def resolve(path: str) -> Any:
     return None
 
 
+def _is_view(node: Any) -> bool:
+    """An fx node whose torch result shares memory with its first argument."""
+    return (node.op == "call_function" and node.target is operator.getitem) or (
+        node.op == "call_method" and node.target in _VIEWS)
+
+
 def _pooled_traced(value: Any) -> bool:
     return isinstance(value, jax.core.Tracer)
 
@@ -272,6 +278,8 @@ def _make_tracer_class() -> type:
             self.counted_masks: dict = {}
             # a pool's row-aligned outputs: id -> (array, kept rows), for .size(0) (_pooled)
             self.pooled: dict = {}
+            # tensors an in-place update of one of their views left behind: node -> message
+            self.stale: dict = {}
 
         # -- structure
         def is_leaf_module(self, m: Any, qualname: str) -> bool:
@@ -310,18 +318,34 @@ def _make_tracer_class() -> type:
             return proxy
 
         def _rebind(self, target: Any, value: Any, node: Any) -> None:
-            if target.op == "call_function" and target.target is operator.getitem or (
-                    target.op == "call_method" and target.target in _VIEWS):
-                raise _error(node, f"{self.program.name}: an in-place update of a view "
-                                   f"({target.target} of another tensor) would have to write "
-                                   f"through to that tensor; JAX arrays are immutable. Write "
-                                   f"it out of place (x = x.index_put(...) / torch.where)")
+            if _is_view(target):
+                # in torch the update writes through to the viewed tensor (and its other
+                # views); here the view alone gets the new value, which is the same as long
+                # as nothing reads those afterwards: reading one then is the error
+                message = (f"{self.program.name}: an in-place update of a view "
+                           f"({target.target} of another tensor, {user_frame(node.meta.get('stack_trace'))}) "
+                           f"writes through to that tensor in torch, which is read "
+                           f"afterwards; JAX arrays are immutable. Write it out of place "
+                           f"(x = x.index_put(...) / torch.where)")
+                self._mark_stale(target, message)
             self.values[target] = value
             if _mutates(target.op, target.target) and target.args and isinstance(
                     target.args[0], fx.Node):
                 # a chain, out.mul_(a).add_(b): the result of mul_ *is* out, so add_ updates
                 # out too (the forward goes on using `out`)
                 self._rebind(target.args[0], value, node)
+
+        def _mark_stale(self, view: Any, message: str) -> None:
+            """The tensor ``view`` looks into, and its other views, no longer hold torch's
+            values (an in-place update of ``view`` went to ``view`` alone)."""
+            base = view.args[0]
+            while isinstance(base, fx.Node) and is_array(self.values.get(base)):
+                # (an item of a tuple or list, out[0], shares nothing with the container)
+                self.stale.setdefault(base, message)
+                for user in base.users:
+                    if user is not view and _is_view(user):
+                        self.stale.setdefault(user, message)
+                base = base.args[0] if _is_view(base) and base.args else None
 
         def create_arg(self, a: Any) -> Any:
             if isinstance(a, fx.Proxy):  # before fx's Tensor branch: our proxies pass as tensors
@@ -392,6 +416,8 @@ def _make_tracer_class() -> type:
             import torch.fx as fx
 
             def value(n: Any) -> Any:
+                if n in self.stale:
+                    raise _error(node, self.stale[n])
                 return self.values[n]
 
             # fx's immutable_dict / immutable_list as the plain containers the forward built:
@@ -643,7 +669,12 @@ def trace_with(program: _Program, arrays: dict, submodules: dict, args: tuple,
             _refuse_autograd_functions():
         graph = tracer.trace(root)
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
-    out = _plain(fx.node.map_arg(output.args[0], lambda n: tracer.values[n]))
+    def value(n: Any) -> Any:
+        if n in tracer.stale:  # returned after a view of it was updated in place
+            raise _error(output, tracer.stale[n])
+        return tracer.values[n]
+
+    out = _plain(fx.node.map_arg(output.args[0], value))
     _masked.check_output(out)
     return out
 
