@@ -77,6 +77,45 @@ def resolve(path: str) -> Any:
     return None
 
 
+def _torch_grad_signature(outputs: Any, inputs: Any, grad_outputs: Any = None,
+                          retain_graph: Any = None, create_graph: bool = False,
+                          only_inputs: bool = True, allow_unused: Any = None,
+                          is_grads_batched: bool = False,
+                          materialize_grads: bool = False) -> None:
+    """torch.autograd.grad's parameters (read by the traced forward's replay)."""
+
+
+def _ancestors(node: Any) -> set:
+    """Every node ``node`` was computed from (itself included)."""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(n.all_input_nodes)
+    return seen
+
+
+def _same_value(node: Any) -> set:
+    """``node`` and the nodes that read the same value: a constant's other get_attr nodes."""
+    if node.op != "get_attr":
+        return {node}
+    return {n for n in node.graph.nodes if n.op == "get_attr" and n.target == node.target}
+
+
+def _subgraph(outs: list, ins: set) -> list:
+    """The nodes between ``ins`` and ``outs``, in graph order: ancestors of an output that
+    depend on an input (what to evaluate again as a function of the inputs)."""
+    wanted = set().union(*(_ancestors(o) for o in outs)) - ins
+    depends: set = set(ins)
+    order = []
+    for n in outs[0].graph.nodes:
+        if n in wanted and any(a in depends for a in n.all_input_nodes):
+            depends.add(n)
+            order.append(n)
+    return order
+
+
 def _is_view(node: Any) -> bool:
     """An fx node whose torch result shares memory with its first argument."""
     return (node.op == "call_function" and node.target is operator.getitem) or (
@@ -434,6 +473,8 @@ def _make_tracer_class() -> type:
                 mask, rows = self.counted_masks[id(args[1])]
                 if mask is args[1]:
                     return _masked.counted_rows(args[0], mask, rows)
+            if node.op == "call_function" and node.target is torch.autograd.grad:
+                return self._autograd_grad(node, kwargs)
             if node.op == "get_attr":
                 found = self._named_array(node.target)
                 if found is not None:
@@ -486,6 +527,76 @@ def _make_tracer_class() -> type:
                 if rows is not None:
                     self.counted_masks[id(out[1])] = (out[1], rows)
             return out
+
+        def _autograd_grad(self, node: Any, kwargs: dict) -> Any:
+            """``torch.autograd.grad(outputs, inputs, grad_outputs=None, ...)`` in a forward
+            (EquilibriumAggregation's inner optimiser, forces as ``-d energy / d pos``).
+
+            The graph recorded so far holds how ``outputs`` were computed from ``inputs``:
+            those nodes are evaluated again as a function of the inputs, and ``jax.vjp``
+            of it gives the gradients (differentiable further, as with
+            ``create_graph=True``; without it they are constants, as torch detaches
+            them). An input the outputs do not depend on gets None with
+            ``allow_unused=True`` (torch's answer) and is an error otherwise."""
+            import torch.fx as fx
+
+            bound = inspect.signature(_torch_grad_signature).bind(*node.args, **node.kwargs)
+            bound.apply_defaults()
+            given = bound.arguments
+            outs = given["outputs"]
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            ins = given["inputs"]
+            ins = list(ins) if isinstance(ins, (list, tuple)) else [ins]
+            if not all(isinstance(n, fx.Node) for n in outs + ins):
+                raise _error(node, f"{self.program.name}: torch.autograd.grad: `outputs` and "
+                                   f"`inputs` must be tensors computed in this forward")
+            # a tensor made outside the graph (torch.zeros(..., requires_grad=True) with
+            # constant arguments) is a constant, read through one get_attr node per use
+            groups = [_same_value(n) for n in ins]
+            order = _subgraph(outs, set().union(*groups))
+            reached = set().union(*(_ancestors(o) for o in outs))
+            used = {n for n, group in zip(ins, groups) if group & reached}
+            for n in ins:
+                if n not in used and not given["allow_unused"]:
+                    raise _error(node, f"{self.program.name}: torch.autograd.grad: one of the "
+                                       f"differentiated tensors ({n.name}) was not used to "
+                                       f"compute the outputs (torch: set allow_unused=True)")
+
+            def replay(*values: Any) -> list:
+                saved: dict = {}
+
+                def put(n: Any, v: Any) -> None:
+                    saved.setdefault(n, self.values[n])
+                    self.values[n] = v
+
+                try:
+                    for group, v in zip(groups, values):
+                        for n in group:
+                            put(n, v)
+                    for n in order:
+                        result = self.evaluate(n)
+                        put(n, result)
+                        if _mutates(n.op, n.target) and n.args and isinstance(n.args[0],
+                                                                               fx.Node):
+                            put(n.args[0], result)
+                    return [self.values[o] for o in outs]
+                finally:
+                    self.values.update(saved)
+
+            primals = [self.values[n] for n in ins]
+            values, pullback = jax.vjp(replay, *primals)
+            cots = given["grad_outputs"]
+            if cots is None:
+                cots = [None] * len(outs)
+            elif not isinstance(cots, (list, tuple)):
+                cots = [cots]
+            cots = [jax.numpy.ones_like(v) if c is None else self.values[c]
+                    if isinstance(c, fx.Node) else jax.numpy.asarray(c, v.dtype)
+                    for v, c in zip(values, cots)]
+            grads = pullback(cots)
+            if not given["create_graph"]:
+                grads = [jax.lax.stop_gradient(g) for g in grads]
+            return tuple(g if n in used else None for n, g in zip(ins, grads))
 
         def _note_pooled(self, module: Any, out: Any, x: Any) -> None:
             """Remember a pool's row-aligned outputs when its kept count is not their rows."""
