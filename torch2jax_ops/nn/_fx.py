@@ -790,6 +790,21 @@ def trace_with(program: _Program, arrays: dict, submodules: dict, args: tuple,
     return out
 
 
+def _invertible_forward(fn: Callable, fn_inverse: Callable, num_bwd_passes: int,
+                        num_inputs: int, *inputs_and_weights: Any) -> Any:
+    """PyG's ``InvertibleFunction.apply``: the forward ``fn`` on the inputs. Its backward
+    rebuilds the inputs with ``fn_inverse`` (to save memory) and differentiates ``fn``:
+    the forward's own gradient, up to the rounding of the rebuilt inputs."""
+    return fn(*inputs_and_weights[:num_inputs])
+
+
+#: custom torch.autograd.Functions whose backward is the gradient of their forward (a
+#: memory-saving recomputation): the fx path traces the forward, and JAX differentiates it
+_PLAIN_GRADIENT_FUNCTIONS = {
+    "torch_geometric.nn.models.rev_gnn.InvertibleFunction": _invertible_forward,
+}
+
+
 @contextlib.contextmanager
 def _refuse_autograd_functions() -> Iterator[None]:
     """``MyFunction.apply(proxy)`` raises, naming the class and your line.
@@ -809,6 +824,9 @@ def _refuse_autograd_functions() -> Iterator[None]:
     def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
         leaves = jax.tree_util.tree_leaves((args, kwargs))
         if any(isinstance(leaf, fx.Proxy) for leaf in leaves):
+            plain = _PLAIN_GRADIENT_FUNCTIONS.get(f"{cls.__module__}.{cls.__qualname__}")
+            if plain is not None:  # its backward is the forward's own gradient
+                return plain(*args, **kwargs)
             import traceback
 
             where = user_frame("".join(traceback.format_stack()[:-1]))
