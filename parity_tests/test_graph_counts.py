@@ -3,6 +3,8 @@ way (pools, dense batches, norms and readouts called with ``batch`` and no size)
 ``jax.jit`` with ``JaxLoader`` / ``from_pyg`` batches, whose ``batch`` is a BatchVector that
 carries the graph count. Models of our own in the style of PyG's examples; every check
 compares with PyG on the same (unpadded) batch."""
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -249,3 +251,43 @@ def test_batch_device_in_a_jitted_forward():
     port = from_torch(Readout())
     out = jax.jit(lambda x, batch: port(x, batch))(g.x, g.batch)
     np.testing.assert_allclose(np.asarray(out), Readout()(b.x, b.batch).numpy(), rtol=1e-6)
+
+
+class RootNet(torch.nn.Module):
+    """UPFD-style: each graph's root (first) node, found where the sorted batch changes."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x, edge_index, batch):
+        from torch_geometric.nn import global_max_pool
+
+        h = global_max_pool(self.lin(x), batch)
+        root = (batch[1:] - batch[:-1]).nonzero(as_tuple=False).view(-1)
+        root = torch.cat([root.new_zeros(1), root + 1], dim=0)
+        return torch.cat([self.lin(x[root]), h], dim=-1)
+
+
+@pytest.mark.parametrize("nodes", [32, 24], ids=["one-padding-graph", "empty-padding-graphs"])
+def test_graph_roots_from_batch_boundaries_under_jit(nodes):
+    """(batch[1:] - batch[:-1]).nonzero() has num_graphs - 1 entries: a static count with a
+    BatchVector. With a 24-node budget the loader adds a level of 8 graph slots, 3 of them
+    empty: their roots are padding rows; the real rows still equal PyG's."""
+    torch.manual_seed(0)
+    model = RootNet().eval()
+    port = from_torch(model)
+    b = Batch.from_data_list(_graphs(3, [8, 5, 6, 5]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the added ladder level
+        (g,) = list(JaxLoader([b], ladder=G.BucketLadder(nodes=(nodes,), edges=(96,),
+                                                         graphs=(5,)), prefetch=0))
+    out = jax.jit(lambda g: port(g.x, g.edge_index, g.batch))(g)
+    assert out.shape == (g.batch.num_graphs, 6) and g.batch.num_graphs == {32: 5, 24: 8}[nodes]
+    with torch.no_grad():
+        expected = model(b.x, b.edge_index, b.batch)
+    assert compare_arrays(expected, out[:4], "output", "output").passed
+    # the rule guarded: the roots are the graphs' first nodes (0, 8, 13, 19)
+    np.testing.assert_allclose(np.asarray(out[:4, :3]),
+                               model.lin(b.x[[0, 8, 13, 19]]).detach().numpy(), rtol=1e-5,
+                               atol=1e-6)

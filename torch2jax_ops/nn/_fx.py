@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, Optional, cast
 import jax
 import numpy as np
 
-from .._batch_vector import declared_max, ids_of, plain_ids
+from .._batch_vector import BatchVector, declared_max, ids_of, plain_ids
 from .._checking import is_array
 from .._sharding import OutSharding, sharding_aware
 from . import _masked, _pooled
@@ -75,6 +75,11 @@ def resolve(path: str) -> Any:
             return None
         return obj
     return None
+
+
+def _long_dtype() -> Any:
+    from ._functions_base import long_dtype
+    return long_dtype()
 
 
 def _torch_grad_signature(outputs: Any, inputs: Any, grad_outputs: Any = None,
@@ -317,6 +322,9 @@ def _make_tracer_class() -> type:
             self.counted_masks: dict = {}
             # a pool's row-aligned outputs: id -> (array, kept rows), for .size(0) (_pooled)
             self.pooled: dict = {}
+            # batch[1:] - batch[:-1] of a BatchVector: nonzero where a graph starts, one
+            # entry per graph after the first: id -> (array, count) for .nonzero()
+            self.boundaries: dict = {}
             # tensors an in-place update of one of their views left behind: node -> message
             self.stale: dict = {}
 
@@ -468,6 +476,9 @@ def _make_tracer_class() -> type:
             pooled = self._pooled_rows(node, args, kwargs)
             if pooled is not None:
                 return pooled[0]
+            boundary = self._graph_boundaries(node, args, kwargs)
+            if boundary is not None:
+                return boundary[0]
             if node.op == "call_function" and node.target is operator.getitem \
                     and len(args) == 2 and id(args[1]) in self.counted_masks:
                 mask, rows = self.counted_masks[id(args[1])]
@@ -597,6 +608,35 @@ def _make_tracer_class() -> type:
             if not given["create_graph"]:
                 grads = [jax.lax.stop_gradient(g) for g in grads]
             return tuple(g if n in used else None for n, g in zip(ins, grads))
+
+        def _graph_boundaries(self, node: Any, args: tuple, kwargs: dict) -> Optional[tuple]:
+            """UPFD's root nodes: ``(batch[1:] - batch[:-1]).nonzero()`` is one entry per graph
+            after the first (a graph starts where the sorted ids change), a static count
+            under jit when ``batch`` is a BatchVector (``num_graphs - 1``; should a graph be
+            empty -- a padded batch's padding graph -- the last entries hold the last
+            position, rows the padding masks)."""
+            if node.op == "call_function" and node.target is operator.sub and len(args) == 2:
+                first, second = node.args[:2]
+                if all(isinstance(n, fx.Node) and n.op == "call_function" and
+                       n.target is operator.getitem for n in (first, second)) \
+                        and first.args[0] is second.args[0] \
+                        and first.args[1] == slice(1, None, None) \
+                        and second.args[1] == slice(None, -1, None) \
+                        and isinstance(self.values.get(first.args[0]), BatchVector):
+                    count = self.values[first.args[0]].num_graphs - 1
+                    out = args[0] - args[1]
+                    self.boundaries[id(out)] = (out, max(count, 0))
+                    return (out,)
+                return None
+            nonzero = (node.op == "call_method" and node.target == "nonzero") or (
+                node.op == "call_function" and node.target is torch.nonzero)
+            entry = self.boundaries.get(id(args[0])) if nonzero and args else None
+            if entry is None or entry[0] is not args[0] or not _pooled_traced(args[0]):
+                return None
+            last = args[0].shape[0] - 1
+            (found,) = jax.numpy.nonzero(args[0], size=entry[1], fill_value=max(last, 0))
+            found = found.astype(_long_dtype())
+            return ((found,),) if kwargs.get("as_tuple") else (found[:, None],)
 
         def _note_pooled(self, module: Any, out: Any, x: Any) -> None:
             """Remember a pool's row-aligned outputs when its kept count is not their rows."""
