@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._checking import is_array, is_traced
+from . import _cdist
 from ._functions_base import (
     as_array,
     concrete,
@@ -456,6 +457,14 @@ def pairwise_distance(x1: jax.Array, x2: jax.Array, p: float = 2.0, eps: float =
     diff = x1 - x2 + eps
     return vector_norm_impl(diff, p, -1 if diff.ndim else None, keepdim, None,
                             "pairwise_distance")
+
+
+@function("torch.cdist", "torch.functional.cdist")
+def cdist(x1: jax.Array, x2: jax.Array, p: float = 2.0,
+          compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> jax.Array:
+    """``torch.cdist``: ``[*B, P, M] x [*B, R, M] -> [*B, P, R]`` p-norm distances, with
+    torch's choice of the direct or the matmul formula (see :mod:`._cdist`)."""
+    return _cdist.cdist(x1, x2, p, compute_mode)
 
 
 # ------------------------------------------------------------------ embedding, one-hot

@@ -332,6 +332,44 @@ def _make_tracer_class() -> type:
         def is_leaf_module(self, m: Any, qualname: str) -> bool:
             return self.program.is_leaf(m)
 
+        def call_module(self, m: Any, forward: Any, args: Any, kwargs: Any) -> Any:
+            if not any(m is sub for sub in self.root.modules()):
+                # a module built inside the forward (PyG's MemPooling.kl_loss calls
+                # KLDivLoss(...)(a, b)): not in the port's tree, so its forward runs in this
+                # trace, each op from the table (a parameter of its own raises: it would
+                # be a constant of the port, without gradient)
+                return forward(*args, **kwargs)
+            return super().call_module(m, forward, args, kwargs)
+
+        def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict) -> Any:
+            import torch
+
+            if isinstance(attr_val, torch.Tensor) and \
+                    not isinstance(attr_val, torch.nn.Parameter):
+                # a parameter swapped for a plain tensor (torch.func.functional_call,
+                # compare_modules' reparametrisation): still the port's array of that name,
+                # also when the forward works on it in torch first (self.k.view(...)), which
+                # would otherwise make a constant of it and lose its gradient
+                name = self._tensor_name(attr_val)
+                if name in self._parameter_names():
+                    if name not in parameter_proxy_cache:
+                        parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
+                    return parameter_proxy_cache[name]
+            return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+        def _parameter_names(self) -> set:
+            if not hasattr(self, "_param_names"):
+                self._param_names = {n for n, _ in self.root.named_parameters()}
+            return self._param_names
+
+        def port_method(self, fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
+            """A call of a converted leaf's method (``conv.histogram(x, batch)``) as a node
+            of this trace: the port's own method runs on the JAX values."""
+            node = self.create_node("get_attr", f"_port_{label}_{id(fn):x}", (), {})
+            self.values[node] = _PortMethod(fn)
+            return self.create_proxy("call_method", "__call__", (self.proxy(node), *args),
+                                     kwargs)
+
         def proxy(self, node: Any) -> Any:
             return _Value(node, self)
 
@@ -817,9 +855,10 @@ def trace_with(program: _Program, arrays: dict, submodules: dict, args: tuple,
     root = program.torch_module
     tracer.traced_func_name = program.method
     with (patches(tracer) if patches is not None else contextlib.nullcontext()), \
-            _refuse_autograd_functions():
+            _refuse_autograd_functions(), _leaf_methods(tracer, root, submodules):
         graph = tracer.trace(root)
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
+
     def value(n: Any) -> Any:
         if n in tracer.stale:  # returned after a view of it was updated in place
             raise _error(output, tracer.stale[n])
@@ -843,6 +882,48 @@ def _invertible_forward(fn: Callable, fn_inverse: Callable, num_bwd_passes: int,
 _PLAIN_GRADIENT_FUNCTIONS = {
     "torch_geometric.nn.models.rev_gnn.InvertibleFunction": _invertible_forward,
 }
+
+
+class _PortMethod:
+    """A converted leaf's method as a value of a trace (see ``_Tracer.port_method``)."""
+
+    __slots__ = ("fn",)
+    _TORCH_METHODS = frozenset({"__call__"})
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _leaf_methods(tracer: Any, root: Any, submodules: dict) -> Iterator[None]:
+    """While the forward runs, ``leaf.<name>(...)`` calls the port's ``<name>``.
+
+    A converted leaf lists the torch methods it answers in ``_TORCH_METHODS``
+    (``WLConv``'s ``histogram``): the torch submodule gets an instance attribute of that
+    name for the duration of the trace, which records the call and runs the port's method
+    (fx would otherwise run the torch method's code on the proxies, reading the torch
+    module's state, not the port's).
+    """
+    patched: list = []
+    try:
+        for path, port in submodules.items():
+            names = getattr(type(port), "_TORCH_METHODS", ())
+            if not names or isinstance(port, (TracedModule, Unsupported)):
+                continue
+            module = _torch_attribute(root, path)
+            for name in names:
+                if name in module.__dict__:
+                    continue
+                module.__dict__[name] = functools.partial(
+                    tracer.port_method, getattr(port, name), f"{path}.{name}".replace(".", "_"))
+                patched.append((module, name))
+        yield
+    finally:
+        for module, name in patched:
+            module.__dict__.pop(name, None)
 
 
 @contextlib.contextmanager

@@ -150,3 +150,24 @@ class LabelSpreading(torch.nn.Module):
 
     def forward(self, y, edge_index, mask):
         return self.prop(y, edge_index, mask, post_step=lambda y: y.clamp(0.0, 0.9) * 1.1)
+
+
+class SoftClusters(torch.nn.Module):
+    """Soft cluster assignment against learned keys, with a KL regulariser (the shape of
+    PyG's MemPooling): a parameter reshaped in torch before any op (``self.keys.view``), a
+    ``torch.cdist`` of 30 keys (torch's matmul form) and a loss module built in the forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.keys = torch.nn.Parameter(torch.rand(3, 10, FEATURES) * 2 - 1)
+        self.lin = torch.nn.Linear(FEATURES, FEATURES)
+
+    def forward(self, x):
+        h = self.lin(x)
+        dist = torch.cdist(self.keys.view(30, -1), h, p=2) ** 2   # [30, N]
+        s = (1.0 + dist).pow(-1.0).t()
+        s = s / s.sum(dim=-1, keepdim=True)
+        p = s ** 2 / s.sum(dim=0, keepdim=True)
+        p = p / p.sum(dim=-1, keepdim=True)
+        kl = torch.nn.KLDivLoss(reduction="batchmean")(s.clamp(1e-15).log(), p)
+        return s @ self.keys.view(30, -1), kl

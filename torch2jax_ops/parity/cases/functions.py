@@ -16,6 +16,7 @@ built from the generator ``g`` (:class:`Gen`) for the case's dtype.
 from __future__ import annotations
 
 import dataclasses
+import math
 import zlib
 from typing import Any, Callable, Iterable, Optional
 
@@ -943,6 +944,40 @@ def _normalisation() -> None:
     spec("F.pairwise_distance torch.pairwise_distance", lambda g: A(g.f(4, 5), g.f(4, 5)),
          FLOATS)
     spec("F.pairwise_distance", lambda g: A(g.f(4, 5), g.f(4, 5), 1.0, keepdim=True), F32, "p1")
+    # cdist: g.f is a 0.25 grid (ties, zero differences; exact sums and products), so
+    # identical rows give a distance of exactly 0 in both formulas (the gradient there: 0)
+    def twins(g, rows1, rows2, cols, batch=()):
+        x1 = g.f(*batch, rows1, cols)
+        return x1, g.torch.cat([x1[..., :2, :], g.f(*batch, rows2 - 2, cols)], dim=-2)
+    spec("torch.cdist torch.functional.cdist", lambda g: A(g.x(4, 3), g.x(5, 3)), FLOATS)
+    spec("torch.cdist", lambda g: A(*twins(g, 4, 5, 3)), FLOATS, "p2-zero-distance")
+    for p, name in ((1.0, "p1"), (0.0, "p0"), (math.inf, "pinf-ties"), (0.5, "p0.5"),
+                    (1.5, "p1.5"), (3.0, "p3")):
+        spec("torch.cdist", lambda g, p=p: A(*twins(g, 4, 5, 3), p), FLOATS, name)
+    spec("torch.cdist", lambda g: A(g.x(2, 1, 4, 3), g.x(5, 3, 3), 3.0), FLOATS,
+         "batch-broadcast")
+    # P or R > 25: torch's default switches to the matmul form (|a|^2 + |b|^2 - 2 a.b)
+    spec("torch.cdist", lambda g: A(g.x(30, 4), g.x(7, 4)), FLOATS, "p2-mm-if-necessary")
+    spec("torch.cdist", lambda g: A(*twins(g, 27, 6, 4)), FLOATS, "p2-mm-zero-distance")
+    spec("torch.cdist", lambda g: A(g.x(2, 1, 26, 3), g.x(3, 5, 3)), FLOATS, "p2-mm-batch")
+
+    def cancellation(g):
+        # 26 rows (> 25: the matmul form) at s(1 + eps) with eps = half the dtype's
+        # precision: s^2 (1 + eps)^2 rounds to s^2 (1 + 2 eps) and every other term of the
+        # matmul form is exact, so torch's distance to s is exactly 0 (direct form: s eps)
+        eps = 2.0 ** (-12 if g.fdt == g.torch.float32 else -27)
+        s = 1024.0
+        x1 = g.torch.full((26, 1), s * (1 + eps), dtype=g.fdt)
+        return x1, g.torch.tensor([[s], [2 * s]], dtype=g.fdt)
+    spec("torch.cdist", lambda g: A(*cancellation(g)), FLOATS, "p2-mm-cancellation")
+    spec("torch.cdist", lambda g: A(*twins(g, 4, 5, 3), compute_mode="use_mm_for_euclid_dist"),
+         FLOATS, "p2-mm-always")
+    spec("torch.cdist", lambda g: A(g.x(30, 4), g.x(6, 4),
+                                    compute_mode="donot_use_mm_for_euclid_dist"), FLOATS,
+         "p2-mm-never")
+    spec("torch.cdist", lambda g: A(g.x(30, 4), g.x(6, 4), 1.0), FLOATS, "p1-large")
+    spec("torch.cdist", lambda g: A(g.x(0, 3), g.x(4, 3)), FLOATS, "empty-rows")
+    spec("torch.cdist", lambda g: A(g.x(2, 3, 0), g.x(2, 4, 0), 1.0), FLOATS, "empty-features")
     spec("F.embedding", lambda g: A(g.idx(6, 4, 2), g.x(6, 3)), FLOATS)
     spec("F.embedding", lambda g: A(g.torch.tensor([0, 2, 2, 5]), g.x(6, 3), padding_idx=2),
          FLOATS, "padding-idx-no-grad")

@@ -22,6 +22,7 @@ MODELS = {
     "arma-lambda-act": ("ARMANet", "graph"),
     "sgc-global-data": ("SGCNet", "global"),
     "label-propagation-post-step": ("LabelSpreading", "labels"),
+    "param-view-cdist-inline-loss": ("SoftClusters", "x"),
 }
 
 

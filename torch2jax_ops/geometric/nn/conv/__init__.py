@@ -38,6 +38,7 @@ from ._sg_conv import SGConv
 from ._supergat_conv import SuperGATConv
 from ._tag_conv import TAGConv
 from ._transformer_conv import TransformerConv
+from ._wl_conv import WLConv
 
 __all__ = ["GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv",
            # attention and gating family
@@ -51,4 +52,6 @@ __all__ = ["GCNConv", "GraphConv", "SAGEConv", "GINConv", "GINEConv", "GATConv",
            "PointNetConv",
            # heterogeneous family
            "HGTConv", "HEATConv", "HeteroConv",
+           # colour refinement (concrete inputs only)
+           "WLConv",
            ]
