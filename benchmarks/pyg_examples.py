@@ -666,8 +666,16 @@ def _jit_loader(spec: Spec, model, port, graphs: list) -> str:
     batches = [batch_of(graphs[i:i + k]) for i in range(0, len(graphs), k)]
     ladder = BucketLadder((max(b.num_nodes for b in batches) + 4,),
                           (max(b.num_edges for b in batches) + 8,), (k + 1,))
-    call = (lambda p, g: p(*spec.jax_args(g))) if spec.jax_args else (lambda p, g: p(g))
+    call = (lambda p, g, **kw: p(*spec.jax_args(g), **kw)) if spec.jax_args else (
+        lambda p, g, **kw: p(g, **kw))
     fn = eqx.filter_jit(call)
+    first = next(iter(JaxLoader(batches[:1], ladder=ladder)))
+    try:
+        fn(port, first)
+    except ValueError as error:  # a model that draws in eval mode (F.dropout(x, p))
+        if "needs a PRNG key" not in str(error):
+            raise
+        return _jit_loader_random(fn, port, batches, ladder)
     worst = 0.0
     for b, g in zip(batches, JaxLoader(batches, ladder=ladder)):
         torch.manual_seed(0)
@@ -681,6 +689,23 @@ def _jit_loader(spec: Spec, model, port, graphs: list) -> str:
             return f"differs: max abs {float(np.max(np.abs(got - ref))):.3g}"
         worst = max(worst, float(np.max(np.abs(got - ref))) if got.size else 0.0)
     return f"ok ({len(batches)} batches, max abs {worst:.1e})"
+
+
+def _jit_loader_random(fn, port, batches: list, ladder) -> str:
+    """A model that draws random numbers in eval mode: under jit with a key per batch. The
+    draws cannot be PyG's on padded shapes, so the real rows are checked for their shape
+    and finiteness (compare_modules checks the values, replaying torch's draws)."""
+    import jax
+    import numpy as np
+
+    from torch2jax_ops.geometric.loader import JaxLoader
+
+    for i, (b, g) in enumerate(zip(batches, JaxLoader(batches, ladder=ladder))):
+        out = np.asarray(_first_leaf(fn(port, g, key=jax.random.key(i))))
+        if out.shape[0] < b.num_graphs or not np.isfinite(out[:b.num_graphs]).all():
+            return f"random: shape {out.shape} or non-finite rows"
+    return (f"ok, random ({len(batches)} batches with key=; values by compare_modules' "
+            f"replay)")
 
 
 def run_one(name: str, src: Path) -> dict:
