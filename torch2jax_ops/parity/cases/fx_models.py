@@ -29,10 +29,9 @@ MODELS = {
 }
 
 
-#: models whose torch code cannot compile under jax.jit: LabelPropagation's
-#: ``out[mask] = y[mask]`` selects a data-dependent number of rows (eager only; the jit
-#: error is tested in test_fx_path.py)
-EAGER_ONLY = {"label-propagation-post-step"}
+#: models whose torch code cannot compile under jax.jit (none now: LabelPropagation's
+#: ``out[mask] = y[mask]`` is a masked write-back, which compiles)
+EAGER_ONLY: set = set()
 
 
 def inputs(kind: str, dtype: str, seed: int = 0) -> tuple:
