@@ -355,3 +355,21 @@ def test_bad_arguments_name_the_op_and_argument():
     assert re.search("matmul", str(pytest.raises(TypeError, table["torch.matmul"],
                                                  jnp.ones((2, 2)),
                                                  jnp.ones((2, 2), jnp.int32)).value))
+
+
+def test_flip_takes_dims_by_keyword_and_refuses_what_torch_refuses():
+    """PyG's LCMAggregation calls ``x.flip(dims=[1])``; ``x.flip()`` without dims and an
+    unknown keyword raise TypeError, as torch's do."""
+    flip = methods()["flip"]
+    x = torch.arange(6.0).view(2, 3)
+    jx = to_jax(x)
+    np.testing.assert_array_equal(np.asarray(flip(jx, dims=[1])), x.flip(dims=[1]).numpy())
+    np.testing.assert_array_equal(np.asarray(flip(jx, 0, 1)), x.flip(0, 1).numpy())
+    with pytest.raises(TypeError):
+        x.flip()
+    with pytest.raises(TypeError, match=r'missing 1 required positional argument: "dims"'):
+        flip(jx)
+    with pytest.raises(TypeError, match=r"unexpected or repeated keyword argument 'dim'"):
+        flip(jx, dim=[1])
+    with pytest.raises(TypeError, match=r"repeated keyword argument 'dims'"):
+        flip(jx, 0, dims=[1])

@@ -222,3 +222,87 @@ def test_group_add_rev_differentiates_its_forward():
     result = compare_modules(model, from_torch(model), x, edge_index)
     assert result.passed, result
     assert result["grad block.convs.1.lin_rel.weight"].max_abs < 1e-5
+
+
+def test_integer_labels_traced_name_the_argument_and_closing_over_them_works():
+    """LabelPropagation's one_hot reads the class count off ``y`` (``int(y.max()) + 1``). A
+    traced ``y`` (a jit argument) cannot give it: the error names the argument `y` and the
+    fix; with ``y`` closed over (a constant) the port computes PyG's numbers under jit."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from torch_geometric.nn import LabelPropagation
+
+    from torch2jax_ops.nn import UnsupportedModuleError, from_torch
+    from torch2jax_ops.parity.cases import fx_models
+
+    y, edge_index, mask, weight = fx_models.inputs("int-labels", "float32")
+    model = LabelPropagation(num_layers=3, alpha=0.9)
+    port = from_torch(model)
+    jy, je, jm, jw = (jnp.asarray(a.numpy()) for a in (y, edge_index, mask, weight))
+    with pytest.raises(UnsupportedModuleError,
+                       match=r"used as a Python int.*LabelPropagation\.forward's argument `y`, "
+                             r"traced.*make it a constant \(close over it"):
+        eqx.filter_jit(port)(jy, je, jm)
+    out = jax.jit(lambda e, m, w: port(jy, e, m, edge_weight=w))(je, jm, jw)
+    expected = model(y, edge_index, mask, edge_weight=weight).numpy()
+    assert expected.shape == (y.shape[0], int(y.max()) + 1)
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_sortedness_check_is_decided_on_a_known_batch_and_names_a_traced_one():
+    """PyG's aggregations test ``torch.all(index[:-1] <= index[1:])`` in an ``if``: a known
+    batch decides it as torch does (an unsorted one takes the raising branch); a traced one
+    cannot, and the error names the forward's argument `batch`."""
+    import equinox as eqx
+    import jax.numpy as jnp
+    import torch
+
+    from torch2jax_ops.nn import UnsupportedModuleError, from_torch
+
+    class Checked(torch.nn.Module):
+        def forward(self, x, batch):
+            if not torch.all(batch[:-1] <= batch[1:]):
+                raise ValueError("batch is not sorted")
+            return x * 2.0
+
+    port = from_torch(Checked())
+    x = jnp.arange(4.0)
+    assert port(x, jnp.array([0, 0, 1, 2])).tolist() == [0.0, 2.0, 4.0, 6.0]
+    with pytest.raises(ValueError, match="batch is not sorted"):
+        port(x, jnp.array([0, 1, 0, 2]))
+    with pytest.raises(UnsupportedModuleError,
+                       match=r"control flow on a tensor's values.*Checked\.forward's argument "
+                             r"`batch`, traced"):
+        eqx.filter_jit(port)(x, jnp.array([0, 0, 1, 2]))
+
+
+def test_parameter_swapped_for_a_plain_tensor_keeps_its_gradient():
+    """Under torch's reparametrization (torch.func.functional_call; compare_modules holds it
+    while the port runs) a parameter is a plain tensor, not a Parameter: the port still reads
+    it as the parameter (``self.lins[i].weight.t()`` is traced), so its gradient is torch's,
+    not zero."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    from torch2jax_ops import func
+    from torch2jax_ops.nn import from_torch
+    from torch2jax_ops.parity.cases import fx_models
+
+    model, (x, edge_index) = fx_models.build_model("pmlp-inference", "float32")
+    port = from_torch(model)
+    swapped = {k: v.detach().clone().requires_grad_() for k, v in model.named_parameters()}
+    jargs = (jnp.asarray(x.numpy()), jnp.asarray(edge_index.numpy()))
+    params = {k: jnp.asarray(v.detach().numpy()) for k, v in swapped.items()}
+    with _reparametrize_module(model, swapped):
+        assert not isinstance(model.lins[0].weight, torch.nn.Parameter)
+        model(x, edge_index).square().sum().backward()
+        grads = jax.grad(lambda p: jnp.sum(func.functional_call(port, p, jargs) ** 2))(params)
+    for name, leaf in swapped.items():
+        assert float(jnp.abs(grads[name]).max()) > 0, name
+        np.testing.assert_allclose(np.asarray(grads[name]), leaf.grad.numpy(),
+                                   rtol=1e-4, atol=1e-5, err_msg=name)

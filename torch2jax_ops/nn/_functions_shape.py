@@ -413,8 +413,16 @@ def select(input: jax.Array, dim: int, index: int) -> jax.Array:
 
 
 @op("flip")
-def flip(input: jax.Array, *dims: Any) -> jax.Array:
-    """``torch.flip(input, dims)``."""
+def flip(input: jax.Array, *dims: Any, **kwargs: Any) -> jax.Array:
+    """``torch.flip(input, dims)``, ``x.flip(0, 1)``, ``x.flip(dims=[1])``."""
+    if kwargs:
+        if set(kwargs) != {"dims"} or dims:
+            extra = sorted(set(kwargs) - {"dims"}) or ["dims"]
+            raise TypeError(f"flip() got an unexpected or repeated keyword argument "
+                            f"{extra[0]!r}: it takes `dims` once, as a list of ints")
+        dims = (kwargs["dims"],)
+    if not dims:  # torch: x.flip() raises; torch.flip(x, []) is the identity
+        raise TypeError('flip() missing 1 required positional argument: "dims"')
     return jnp.flip(input, dims_arg(_varargs(dims), input.ndim, op="flip") or ())
 
 

@@ -280,7 +280,8 @@ def _make_tracer_class() -> type:
                 return kind(v.item())  # a known value (every call traces afresh)
             raise _error(self.node, f"a tensor's value is used as a Python {kind.__name__} "
                                     f"(.item(), int(x), range(x) ...): under JAX the value is "
-                                    f"not known while the program is built")
+                                    f"not known while the program is built"
+                                    f"{self.tracer.traced_origin(self.node)}")
 
         def __index__(self) -> int:
             return self._scalar(int)
@@ -341,27 +342,6 @@ def _make_tracer_class() -> type:
                 return forward(*args, **kwargs)
             return super().call_module(m, forward, args, kwargs)
 
-        def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict) -> Any:
-            import torch
-
-            if isinstance(attr_val, torch.Tensor) and \
-                    not isinstance(attr_val, torch.nn.Parameter):
-                # a parameter swapped for a plain tensor (torch.func.functional_call,
-                # compare_modules' reparametrisation): still the port's array of that name,
-                # also when the forward works on it in torch first (self.k.view(...)), which
-                # would otherwise make a constant of it and lose its gradient
-                name = self._tensor_name(attr_val)
-                if name in self._parameter_names():
-                    if name not in parameter_proxy_cache:
-                        parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
-                    return parameter_proxy_cache[name]
-            return super().getattr(attr, attr_val, parameter_proxy_cache)
-
-        def _parameter_names(self) -> set:
-            if not hasattr(self, "_param_names"):
-                self._param_names = {n for n, _ in self.root.named_parameters()}
-            return self._param_names
-
         def port_method(self, fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
             """A call of a converted leaf's method (``conv.histogram(x, batch)``) as a node
             of this trace: the port's own method runs on the JAX values."""
@@ -372,6 +352,20 @@ def _make_tracer_class() -> type:
 
         def proxy(self, node: Any) -> Any:
             return _Value(node, self)
+
+        def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict) -> Any:
+            if isinstance(attr_val, torch.Tensor) and not isinstance(
+                    attr_val, torch.nn.Parameter):
+                # a parameter swapped for a plain tensor (torch.func.functional_call,
+                # compare_modules' reparametrization): fx proxies Parameters only, so
+                # `self.lin.weight.t()` would run in torch on a constant, without gradient
+                name = next((n for n, t in self.root.named_parameters() if t is attr_val),
+                            None)
+                if name is not None:
+                    if name not in parameter_proxy_cache:
+                        parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
+                    return parameter_proxy_cache[name]
+            return super().getattr(attr, attr_val, parameter_proxy_cache)
 
         # -- values
         def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None,
@@ -385,9 +379,12 @@ def _make_tracer_class() -> type:
             result = self.evaluate(node)
             if self.grad_enabled and not torch.is_grad_enabled():
                 # under torch.no_grad() in the forward (LabelPropagation's decorator): torch's
-                # result has no gradient, nor has the port's
+                # result has no gradient, nor has the port's. Only traced values: a constant
+                # has none, and stop_gradient would stage it out (under jit its value, e.g.
+                # one_hot's `int(y.max()) + 1`, would no longer be known)
                 result = jax.tree_util.tree_map(
-                    lambda v: jax.lax.stop_gradient(v) if is_array(v) else v, result)
+                    lambda v: jax.lax.stop_gradient(v) if isinstance(v, jax.core.Tracer)
+                    else v, result)
             self.values[node] = result
             if isinstance(result, _masked.MaskedRows) and result.origin is None:
                 result.origin = user_frame(node.meta.get("stack_trace"))  # x[mask] under jit
@@ -400,6 +397,10 @@ def _make_tracer_class() -> type:
                 # and a dict comprehension over it behave as in torch
                 return {k: self.create_proxy("call_function", operator.getitem, (proxy, k), {})
                         for k in result}
+            if result is None:
+                # torch's None (`edge_index, edge_weight = add_self_loops(ei, None)`): the
+                # forward's `edge_weight is None` must hold, as it does in torch
+                return None
             return proxy
 
         def _rebind(self, target: Any, value: Any, node: Any) -> None:
@@ -718,11 +719,39 @@ def _make_tracer_class() -> type:
             v = self.values[obj.node]
             if isinstance(v, (bool, int, np.bool_, np.integer)):
                 return bool(v)
+            if isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer) and v.size == 1:
+                # a known value: a test on constant indices (PyG's sortedness check of a
+                # constant `batch`) is decided as torch decides it
+                return bool(v)
             raise _error(obj.node, f"{self.program.name}: control flow on a tensor's values "
                                    f"(an `if`/`while`/`and` on a comparison of tensors). One "
                                    f"compiled JAX program serves every input, so it cannot "
                                    f"branch on data: use torch.where in the model, or port "
-                                   f"this module by hand (register_converter)")
+                                   f"this module by hand (register_converter)"
+                                   f"{self.traced_origin(obj.node)}")
+
+        def traced_origin(self, node: Any) -> str:
+            """Which traced arguments of the forward ``node``'s value comes from, and the fix
+            ("" when none: a traced parameter, say)."""
+            seen, stack, names = set(), [node], []
+            while stack:
+                n = stack.pop()
+                if n in seen:
+                    continue
+                seen.add(n)
+                if n.op == "placeholder":
+                    if any(isinstance(leaf, jax.core.Tracer)
+                           for leaf in jax.tree_util.tree_leaves(self.values.get(n))):
+                        names.append(f"`{n.target}`")
+                    continue
+                stack.extend(n.all_input_nodes)
+            if not names:
+                return ""
+            return (f". The value comes from {self.program.name}'s argument "
+                    f"{', '.join(sorted(names))}, traced (an argument of jax.jit or of a "
+                    f"transformation): make it a constant (close over it, "
+                    f"`jax.jit(lambda x: port(x, index))`; compare_modules does so for "
+                    f"integer inputs), or pass what the forward computes from it")
 
         def iter(self, obj: Any) -> Iterator:
             v = self.values[obj.node]

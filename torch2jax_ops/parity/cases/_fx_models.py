@@ -171,3 +171,70 @@ class SoftClusters(torch.nn.Module):
         p = p / p.sum(dim=-1, keepdim=True)
         kl = torch.nn.KLDivLoss(reduction="batchmean")(s.clamp(1e-15).log(), p)
         return s @ self.keys.view(30, -1), kl
+
+
+class SelfLoopNet(torch.nn.Module):
+    """``edge_index, weight = add_self_loops(edge_index, None, ...)`` gives a None weight: the
+    forward (and SimpleConv's ``message``) test ``weight is None``, as in torch."""
+
+    def __init__(self, hidden=8):
+        from torch_geometric.nn import SimpleConv
+
+        super().__init__()
+        self.lin = torch.nn.Linear(FEATURES, hidden)
+        self.conv = SimpleConv(aggr="mean", combine_root="self_loop")
+        self.out = torch.nn.Linear(hidden, CLASSES)
+
+    def forward(self, x, edge_index):
+        from torch_geometric.utils import add_self_loops
+
+        h = self.conv(self.lin(x), edge_index)
+        edge_index, weight = add_self_loops(edge_index, None, num_nodes=x.size(0))
+        src, dst = edge_index
+        msg = h[src] if weight is None else h[src] * weight.view(-1, 1)
+        h = torch.zeros_like(h).index_add(0, dst, msg)
+        return self.out(h)
+
+
+def PMLPNet():
+    """PyG's PMLP at inference: ``x @ self.lins[i].weight.t()``, then a SimpleConv with
+    self-loops (whose edge weight is None), batch-normed hidden layers."""
+    from torch_geometric.nn.models import PMLP
+
+    return PMLP(FEATURES, 8, CLASSES, num_layers=3, dropout=0.5, norm=True)
+
+
+class IntLabelSpreading(torch.nn.Module):
+    """LabelPropagation on integer labels: one_hot's class count is ``int(y.max()) + 1``, known
+    when ``y`` is a constant (compare_modules' jit keeps integer inputs constant)."""
+
+    def __init__(self):
+        from torch_geometric.nn import LabelPropagation
+
+        super().__init__()
+        self.prop = LabelPropagation(num_layers=3, alpha=0.9)
+
+    def forward(self, y, edge_index, mask, edge_weight):
+        plain = self.prop(y, edge_index, mask)
+        weighted = self.prop(y, edge_index, mask, edge_weight=edge_weight,
+                             post_step=lambda out: out.clamp(0.0, 0.8))
+        return plain + weighted
+
+
+class SortedBatchReadout(torch.nn.Module):
+    """PyG aggregations that check ``batch`` is sorted (``if not torch.all(index[:-1] <=
+    index[1:])``): a constant ``batch`` decides the test as torch does. LCMAggregation also
+    flips with ``x.flip(dims=[1])``."""
+
+    def __init__(self, hidden=8):
+        from torch_geometric.nn.aggr import LCMAggregation, SortAggregation
+
+        super().__init__()
+        self.lin = torch.nn.Linear(FEATURES, hidden)
+        self.lcm = LCMAggregation(hidden, hidden, project=False)
+        self.sort = SortAggregation(k=3)
+        self.out = torch.nn.Linear(hidden + 3 * hidden, CLASSES)
+
+    def forward(self, x, batch):
+        h = self.lin(x).relu()
+        return self.out(torch.cat([self.lcm(h, batch), self.sort(h, batch)], dim=-1))

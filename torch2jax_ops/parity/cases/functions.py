@@ -466,6 +466,8 @@ def _shape() -> None:
     spec("torch.select .select", lambda g: A(g.f(4, 3), 1, -1), F_AND_I)
     spec("torch.flip", lambda g: A(g.f(3, 4), [0, 1]), F_AND_I)
     spec(".flip", lambda g: A(g.f(3, 4), -1), F32, "varargs")
+    spec("torch.flip .flip", lambda g: A(g.f(3, 4), dims=[1]), F_AND_I, "dims-kw")
+    spec("torch.flip", lambda g: A(g.f(3, 4), []), F32, "no-dims")
     spec("torch.roll .roll", lambda g: A(g.f(3, 4), 1), F_AND_I, "flat")
     spec("torch.roll .roll", lambda g: A(g.f(3, 4), (1, -2), (0, 1)), F32, "dims")
     spec("torch.tril .tril .tril_ torch.triu .triu .triu_", lambda g: A(g.f(4, 5)), F_AND_I)

@@ -23,13 +23,16 @@ MODELS = {
     "sgc-global-data": ("SGCNet", "global"),
     "label-propagation-post-step": ("LabelSpreading", "labels"),
     "param-view-cdist-inline-loss": ("SoftClusters", "x"),
+    "self-loops-none-weight": ("SelfLoopNet", "graph"),
+    "pmlp-inference": ("PMLPNet", "graph"),
+    "label-propagation-int-labels": ("IntLabelSpreading", "int-labels"),
+    "sorted-batch-aggregations": ("SortedBatchReadout", "batch"),
 }
 
 
-#: models whose torch code cannot compile under jax.jit: LabelPropagation's
-#: ``out[mask] = y[mask]`` selects a data-dependent number of rows (eager only; the jit
-#: error is tested in test_fx_path.py)
-EAGER_ONLY = {"label-propagation-post-step"}
+#: models whose torch code cannot compile under jax.jit (none now: LabelPropagation's
+#: ``out[mask] = y[mask]`` is a masked write-back, which compiles)
+EAGER_ONLY: set = set()
 
 
 def inputs(kind: str, dtype: str, seed: int = 0) -> tuple:
@@ -54,6 +57,12 @@ def inputs(kind: str, dtype: str, seed: int = 0) -> tuple:
     if kind == "labels":  # soft labels (integer labels take one_hot: a size read from data)
         y = torch.tensor(rng.dirichlet(np.ones(fm.CLASSES), fm.N), dtype=t)
         return (y, edge_index, torch.tensor(rng.random(fm.N) < 0.5))
+    if kind == "int-labels":  # class ids 0..CLASSES-1, every class present
+        y = torch.tensor(rng.permutation(np.arange(fm.N) % fm.CLASSES), dtype=torch.int64)
+        weight = torch.tensor(rng.random(edge_index.shape[1]), dtype=t)
+        return (y, edge_index, torch.tensor(rng.random(fm.N) < 0.5), weight)
+    if kind == "batch":  # three graphs' nodes, sorted by graph
+        return (x, torch.tensor(np.sort(rng.integers(0, 3, fm.N)), dtype=torch.int64))
     if kind == "hetero":
         sizes = {"movie": 7, "director": 4, "actor": 5}
         x_dict = {k: torch.tensor(rng.standard_normal((n, fm.HETERO_FEATURES[k])), dtype=t)
