@@ -5,6 +5,7 @@ carries the graph count. Models of our own in the style of PyG's examples; every
 compares with PyG on the same (unpadded) batch."""
 import warnings
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -291,3 +292,57 @@ def test_graph_roots_from_batch_boundaries_under_jit(nodes):
     np.testing.assert_allclose(np.asarray(out[:4, :3]),
                                model.lin(b.x[[0, 8, 13, 19]]).detach().numpy(), rtol=1e-5,
                                atol=1e-6)
+
+
+class SortedReadout(torch.nn.Module):
+    """An aggregation that asserts a sorted index (PyG's Aggregation.assert_sorted_index:
+    `if not torch.all(index[:-1] <= index[1:])`) and one whose result depends on the width."""
+
+    def __init__(self, width_dependent=False):
+        super().__init__()
+        from torch_geometric.nn import aggr
+
+        self.lin = torch.nn.Linear(4, 4)
+        self.aggr = (aggr.LSTMAggregation(4, 4) if width_dependent
+                     else aggr.SortAggregation(k=3))
+
+    def forward(self, x, edge_index, batch):
+        return self.aggr(self.lin(x), batch)
+
+
+def test_a_batch_vector_is_sorted_so_pygs_sortedness_check_passes_under_jit():
+    torch.manual_seed(0)
+    model = SortedReadout().eval()
+    port = from_torch(model)
+    b = Batch.from_data_list(_graphs(4, [5, 3, 6]))
+    (g,) = list(JaxLoader([b], ladder=G.BucketLadder(nodes=(20,), edges=(64,), graphs=(4,)),
+                          prefetch=0))
+    out = jax.jit(lambda g: port(g.x, g.edge_index, g.batch))(g)
+    with torch.no_grad():
+        expected = model(b.x, b.edge_index, b.batch)
+    assert compare_arrays(expected, out[:3], "output", "output").passed
+    with pytest.raises(ValueError, match="BatchVector: `ids` must be sorted"):
+        BatchVector(jnp.asarray([0, 1, 0]), 2)
+
+
+def test_a_width_dependent_aggregation_refuses_a_padded_batch_under_jit():
+    """LSTMAggregation's last step depends on the padded width: the padded batch's width is
+    the budget, not PyG's largest graph, so under jit it is an error; a from_pyg batch
+    (PyG's largest graph as max_num_nodes) gives PyG's numbers."""
+
+    from torch2jax_ops.nn import UnsupportedModuleError
+
+    torch.manual_seed(0)
+    model = SortedReadout(width_dependent=True).eval()
+    port = from_torch(model)
+    b = Batch.from_data_list(_graphs(4, [5, 3, 6]))
+    (g,) = list(JaxLoader([b], ladder=G.BucketLadder(nodes=(20,), edges=(64,), graphs=(4,)),
+                          prefetch=0))
+    with pytest.raises(UnsupportedModuleError, match=r"LSTMAggregation runs over each group "
+                                                     r"padded to the dense width"):
+        jax.jit(lambda g: port(g.x, g.edge_index, g.batch))(g)
+    exact = from_pyg(b)
+    out = eqx.filter_jit(lambda p, g: p(g.x, g.edge_index, g.batch))(port, exact)
+    with torch.no_grad():
+        expected = model(b.x, b.edge_index, b.batch)
+    assert compare_arrays(expected, out, "output", "output").passed

@@ -28,7 +28,7 @@ __all__ = ["BatchVector", "graph_count", "dense_size", "ids_of", "plain_ids", "d
 
 @jax.tree_util.register_pytree_node_class
 class BatchVector:
-    """``ids [N]`` (graph id per node) with ``num_graphs`` (a Python int, static).
+    """``ids [N]`` (graph id per node, sorted) with ``num_graphs`` (a Python int, static).
 
     Ids lie in ``[0, num_graphs]``; id ``num_graphs`` marks a dropped row (as
     a pooled batch's dropped nodes carry). ``max_num_nodes`` (static, optional)
@@ -51,6 +51,11 @@ class BatchVector:
                                 f"{type(value).__name__}")
             if value < 0:
                 raise ValueError(f"BatchVector: `{name}` must be >= 0, got {value}")
+        if not isinstance(ids, jax.core.Tracer) and np.ndim(ids) == 1 and np.size(ids) > 1 \
+                and (np.diff(np.asarray(ids)) < 0).any():
+            raise ValueError("BatchVector: `ids` must be sorted (non-decreasing), as in every "
+                             "PyG mini-batch: each graph's nodes together, graph by graph "
+                             "(the ops that read a BatchVector rely on it)")
         object.__setattr__(self, "ids", ids)
         object.__setattr__(self, "num_graphs", int(num_graphs))
         object.__setattr__(self, "max_num_nodes",

@@ -77,6 +77,39 @@ def resolve(path: str) -> Any:
     return None
 
 
+#: PyG aggregations whose result depends on the dense width they run over (why)
+_WIDTH_DEPENDENT = {
+    "torch_geometric.nn.aggr.lstm.LSTMAggregation": "the LSTM's last step",
+    "torch_geometric.nn.aggr.gru.GRUAggregation": "the GRU's last step",
+    "torch_geometric.nn.aggr.lcm.LCMAggregation": "its pairwise tree over the width",
+}
+
+#: comparisons of ``ids[1:]`` with ``ids[:-1]`` (True: later first) that hold for sorted ids
+_SORTED_COMPARISONS = {True: (operator.ge,), False: (operator.le,)}
+
+
+def _shifted_pair(node: Any, values: dict) -> Optional[tuple]:
+    """``(batch, later_first)`` when ``node`` combines ``batch[1:]`` and ``batch[:-1]`` of one
+    BatchVector (``later_first``: ``batch[1:]`` is the first operand), else None."""
+    import torch.fx as fx
+
+    if node.op != "call_function" or len(node.args) != 2:
+        return None
+    first, second = node.args
+    if not all(isinstance(n, fx.Node) and n.op == "call_function" and
+               n.target is operator.getitem and len(n.args) == 2 for n in (first, second)):
+        return None
+    if first.args[0] is not second.args[0] or not isinstance(values.get(first.args[0]),
+                                                              BatchVector):
+        return None
+    later, earlier = slice(1, None, None), slice(None, -1, None)
+    if (first.args[1], second.args[1]) == (later, earlier):
+        return values[first.args[0]], True
+    if (first.args[1], second.args[1]) == (earlier, later):
+        return values[first.args[0]], False
+    return None
+
+
 def _long_dtype() -> Any:
     from ._functions_base import long_dtype
     return long_dtype()
@@ -340,7 +373,29 @@ def _make_tracer_class() -> type:
                 # trace, each op from the table (a parameter of its own raises: it would
                 # be a constant of the port, without gradient)
                 return forward(*args, **kwargs)
+            self._check_dense_width(m, args, kwargs)
             return super().call_module(m, forward, args, kwargs)
+
+        def _check_dense_width(self, m: Any, args: Any, kwargs: Any) -> None:
+            """An aggregation whose result depends on the dense width (a recurrent cell or
+            LCM's tree run over the padded neighbourhoods; PyG's width is the largest
+            group) with a padded batch's BatchVector under jit: that width is the budget
+            N, not PyG's, and the numbers would differ. An error, not another number."""
+            name = f"{type(m).__module__}.{type(m).__qualname__}"
+            if name not in _WIDTH_DEPENDENT:
+                return
+            index = args[1] if len(args) > 1 else kwargs.get("index")
+            value = self.values.get(getattr(index, "node", None))
+            if isinstance(value, BatchVector) and value.max_num_nodes is None \
+                    and _pooled_traced(value.ids) and kwargs.get("max_num_nodes") is None:
+                raise UnsupportedModuleError(
+                    f"{self.program.name}: {type(m).__name__} runs over each group padded to "
+                    f"the dense width, and its result depends on that width (PyG: the "
+                    f"largest group of the batch, {_WIDTH_DEPENDENT[name]}). The padded "
+                    f"batch's BatchVector gives the node budget N instead, so the numbers "
+                    f"would differ from PyG's: call it with a from_pyg batch (it carries "
+                    f"PyG's largest graph as max_num_nodes), or with the batch's ids as a "
+                    f"constant, or eagerly")
 
         def port_method(self, fn: Callable, label: str, *args: Any, **kwargs: Any) -> Any:
             """A call of a converted leaf's method (``conv.histogram(x, batch)``) as a node
@@ -654,18 +709,18 @@ def _make_tracer_class() -> type:
             under jit when ``batch`` is a BatchVector (``num_graphs - 1``; should a graph be
             empty -- a padded batch's padding graph -- the last entries hold the last
             position, rows the padding masks)."""
-            if node.op == "call_function" and node.target is operator.sub and len(args) == 2:
-                first, second = node.args[:2]
-                if all(isinstance(n, fx.Node) and n.op == "call_function" and
-                       n.target is operator.getitem for n in (first, second)) \
-                        and first.args[0] is second.args[0] \
-                        and first.args[1] == slice(1, None, None) \
-                        and second.args[1] == slice(None, -1, None) \
-                        and isinstance(self.values.get(first.args[0]), BatchVector):
-                    count = self.values[first.args[0]].num_graphs - 1
-                    out = args[0] - args[1]
-                    self.boundaries[id(out)] = (out, max(count, 0))
-                    return (out,)
+            shifted = _shifted_pair(node, self.values)  # (batch, later-first?) or None
+            if shifted is not None and node.target is operator.sub and shifted[1]:
+                count = shifted[0].num_graphs - 1
+                out = args[0] - args[1]
+                self.boundaries[id(out)] = (out, max(count, 0))
+                return (out,)
+            if shifted is not None and node.target in _SORTED_COMPARISONS[shifted[1]]:
+                # PyG's Aggregation.assert_sorted_index: `index[:-1] <= index[1:]`. A
+                # BatchVector's ids are sorted (a mini-batch keeps each graph's nodes
+                # together; pools keep the order): known True, decided as torch decides it
+                return (np.ones(max(shifted[0].ids.shape[0] - 1, 0), bool),)
+            if node.op == "call_function" and node.target is operator.sub:
                 return None
             nonzero = (node.op == "call_method" and node.target == "nonzero") or (
                 node.op == "call_function" and node.target is torch.nonzero)
