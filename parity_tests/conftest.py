@@ -40,6 +40,13 @@ def run_on_host_devices(script: str, devices: int, done_line: str, timeout: int)
         done.stdout[-2000:] + done.stderr[-3000:]
 
 
+@pytest.fixture(autouse=True)
+def own_parity_results(tmp_path_factory, monkeypatch):
+    """Each test stores and reuses parity results in a folder of its own: a test that runs
+    the suite measures it, never a user's earlier run (torch2jax_ops/parity/_results.py)."""
+    monkeypatch.setenv("TORCH2JAX_OPS_RESULTS_DIR", str(tmp_path_factory.mktemp("results")))
+
+
 @pytest.fixture
 def on_host():
     """JAX's default device is the CPU during the test: where a CPU torch tensor can be shared.

@@ -41,7 +41,7 @@ def _sample_run(args: list[str], tmp_path: Path, timeout: float = 900) -> list[t
     of the test's own, so programs dropped at the bound are read back, not recompiled."""
     env = dict(os.environ, TORCH2JAX_OPS_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.Popen([sys.executable, "-m", "torch2jax_ops", "parity", "--quiet",
-                             *args], cwd=ROOT, env=env,
+                             "--no-reuse", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     samples, start = [], time.monotonic()
     while proc.poll() is None:
@@ -97,7 +97,7 @@ def test_workers_write_the_report_one_process_writes(tmp_path):
     selection = ["--only", "scatter_m*", "--x64"]
     for jobs in ("1", "2"):
         done = subprocess.run([sys.executable, "-m", "torch2jax_ops", "parity", "--quiet",
-                               "--no-cache", "--jobs", jobs, "--report",
+                               "--no-cache", "--no-reuse", "--jobs", jobs, "--report",
                                str(tmp_path / jobs), *selection], cwd=ROOT,
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -139,7 +139,8 @@ def test_a_crashing_case_fails_alone_and_the_report_is_written(tmp_path):
     env = dict(os.environ, TORCH2JAX_OPS_CASES=str(cases),  # this checkout's package
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-m", "torch2jax_ops", "parity", "--quiet",
-                           "--no-cache", "--jobs", "1", "--report", str(tmp_path / "report")],
+                           "--no-cache", "--no-reuse", "--jobs", "1", "--report",
+                           str(tmp_path / "report")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "2 passed, 1 failed" in done.stdout
@@ -184,3 +185,30 @@ def test_report_run_suite_is_the_runner():
     cases = suite.cases(only="scatter_sum[float32]-1d*")[:2]
     rows = _report.summarize(_report.run_suite(cases))
     assert rows and all(not r["failed"] for r in rows)
+
+
+def test_a_repeat_run_reuses_the_results_of_the_same_code_and_libraries(tmp_path, monkeypatch):
+    """No work twice: a second run with the same code, libraries, machine and options
+    takes the stored outcomes; a changed library version (any fingerprint input) runs
+    every case again; a crashed worker's outcome is never stored."""
+    from torch2jax_ops.parity import _results
+
+    monkeypatch.setenv("TORCH2JAX_OPS_RESULTS_DIR", str(tmp_path / "results"))
+    cases = suite.cases(only="scatter_sum[float32]-1d*")[:3]
+    assert len(cases) >= 2
+    first, second, third = {}, {}, {}
+    runs = _runner.run_cases(cases, jobs=0, cache=False, stats=first, reuse=True)
+    again = _runner.run_cases(cases, jobs=0, cache=False, stats=second, reuse=True)
+    assert first["reused"] == 0 and second["reused"] == len(cases)
+    assert [r["case"] for r in again] == cases
+    assert [r["result"].leaves[0].max_abs for r in again] == [
+        r["result"].leaves[0].max_abs for r in runs]
+    real = _results._version
+    monkeypatch.setattr(_results, "_version",
+                        lambda name: "0.0-other" if name == "jax" else real(name))
+    _runner.run_cases(cases, jobs=0, cache=False, stats=third, reuse=True)
+    assert third["reused"] == 0
+    key = _results.fingerprint({"fast_compile": True}, tuple(_runner.FAST_COMPILE_FLAGS))
+    _results.store(key, {"x": {"result": None, "error": "WorkerCrash: died", "seconds": 0.0}},
+                   tmp_path / "results")
+    assert "x" not in _results.load(key, tmp_path / "results")

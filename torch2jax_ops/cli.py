@@ -2,6 +2,7 @@
 
     torch2jax-ops parity [--report DIR] [--only PATTERN] [--section NAME]
                          [--x64 | --no-x64] [--quick] [--quiet] [--jobs N] [--no-cache]
+                         [--no-reuse]
     torch2jax-ops tables [--write] [FILE ...]
     torch2jax-ops build-kernels [--force] [--optional]
 
@@ -68,7 +69,8 @@ def _parity(args: argparse.Namespace) -> int:
     stats: dict = {}
     start = time.monotonic()
     run = functools.partial(runner.run_cases, cases, jobs=jobs, cache=args.cache,
-                            limits=limits, stats=stats, fast_compile=args.fast_compile)
+                            limits=limits, stats=stats, fast_compile=args.fast_compile,
+                            reuse=args.reuse)
     if sys.stdout.isatty() or args.quiet:
         with Progress(TextColumn("[bold]parity"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
@@ -102,7 +104,7 @@ def _parity(args: argparse.Namespace) -> int:
     for f in failed[:20]:
         console.print(f"\n[red]FAILED {f['case']}[/red]\n{f['error'] or f['detail']}")
     if args.report:
-        paths = report.write_report(rows, args.report)
+        paths = report.write_report(rows, args.report, reused=stats.get("reused", 0))
         console.print("\nreport written: " + ", ".join(paths.values()))
     total = sum(r["cases"] for r in rows)
     console.print(f"\n{total - len(failed)} passed, {len(failed)} failed in {elapsed:.0f} s "
@@ -110,6 +112,10 @@ def _parity(args: argparse.Namespace) -> int:
                   f"{stats['releases']} releases of compiled programs, at most "
                   f"{stats['peak_maps']} memory maps and {stats['peak_rss'] >> 20} MB a worker; "
                   f"compilation cache: {runner.cache_dir() if args.cache else 'off'})")
+    if stats.get("reused"):
+        console.print(f"{stats['reused']} of {total} results reused from an earlier run with "
+                      f"the same code, libraries, machine and options (--no-reuse runs "
+                      f"them again)")
     return 1 if failed else 0
 
 
@@ -219,6 +225,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="JAX's persistent compilation cache in a per-user folder "
                              "($TORCH2JAX_OPS_CACHE_DIR, else ~/.cache/torch2jax_ops/jax), so "
                              "a second run recompiles nothing (default: on; --no-cache: off)")
+    parity.add_argument("--reuse", action=argparse.BooleanOptionalAction, default=True,
+                        help="take a case's result from an earlier run whose code, "
+                             "libraries, machine and options were the same (a hash of all "
+                             "of them, ~/.cache/torch2jax_ops/parity-results): a repeat run "
+                             "recomputes nothing (default: on; --no-reuse: run every case)")
     parity.add_argument("--quick", action="store_true",
                         help="float32, one case per op (about a minute): a smoke test")
     parity.add_argument("--progress-every", type=float, default=5.0, metavar="SECONDS",

@@ -198,14 +198,19 @@ def to_html(rows: list[dict], versions: dict, heatmap: Optional[bytes] = None) -
     return "\n".join(out) + "\n"
 
 
-def write_report(rows: list[dict], directory: str) -> dict:
+def write_report(rows: list[dict], directory: str, reused: int = 0) -> dict:
     """Write report.md, report.json, heatmap.png and report.html into ``directory``.
 
-    Returns the paths by format ("markdown", "json", "heatmap", "html").
+    ``reused``: how many results an earlier run with the same code, libraries, machine
+    and options computed (said in the versions block). Returns the paths by format
+    ("markdown", "json", "heatmap", "html").
     """
     folder = pathlib.Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     info = versions()
+    if reused:
+        info["results reused"] = (f"{reused} from an earlier run with the same code, "
+                                  f"libraries, machine and options")
     paths = {"markdown": folder / "report.md", "json": folder / "report.json",
              "heatmap": folder / "heatmap.png", "html": folder / "report.html"}
     picture = heatmap_png(rows)

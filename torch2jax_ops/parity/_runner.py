@@ -31,6 +31,7 @@ import shutil
 import traceback
 from typing import Any, Callable, Optional, Sequence
 
+from . import _results
 from ._suite import Case
 
 __all__ = ["Limits", "run_cases", "cache_dir", "default_jobs", "maps_count", "rss_bytes",
@@ -292,7 +293,8 @@ def _crash_outcome(exitcode: Optional[int]) -> dict:
 def run_cases(cases: Sequence[Case], *, jobs: int = 0, cache: bool = True,
               limits: Optional[Limits] = None,
               progress: Optional[Callable[[Case], None]] = None,
-              stats: Optional[dict] = None, fast_compile: bool = True) -> list[dict]:
+              stats: Optional[dict] = None, fast_compile: bool = True,
+              reuse: bool = False) -> list[dict]:
     """Run ``cases``; the runs (``run_case``'s dicts) come back in the order of ``cases``.
 
     Args:
@@ -307,15 +309,35 @@ def run_cases(cases: Sequence[Case], *, jobs: int = 0, cache: bool = True,
         ``crashes``, and ``peak_maps`` / ``peak_rss`` (the most any worker held after a case).
       fast_compile: compile with :data:`FAST_COMPILE_FLAGS` (in this process only when JAX
         has not started its backend yet).
+      reuse: take the outcome of a case that an earlier run with the same code, libraries,
+        machine and options computed (:mod:`torch2jax_ops.parity._results`) instead of
+        running it again, and store this run's outcomes for the next; ``stats["reused"]``
+        counts them.
     """
     jobs = max(int(jobs), 0)
     limits = limits or Limits.default(max(jobs, 1))
     folder = str(prepare_cache(cache_dir())) if cache else None
     stats = stats if stats is not None else {}
-    stats.update(workers=0, releases=0, crashes=0, peak_maps=0, peak_rss=0)
-    if jobs == 0:
-        return _run_here(cases, folder, limits, progress, stats, fast_compile)
-    return _run_workers(cases, jobs, folder, limits, progress, stats, fast_compile)
+    stats.update(workers=0, releases=0, crashes=0, peak_maps=0, peak_rss=0, reused=0)
+    key = (_results.fingerprint({"fast_compile": fast_compile}, tuple(FAST_COMPILE_FLAGS))
+           if reuse else None)
+    earlier = _results.load(key) if key else {}
+    known = {c.id: dict(earlier[c.id], case=c) for c in cases if c.id in earlier}
+    todo = [c for c in cases if c.id not in known]
+    for case in cases:
+        if case.id in known and progress:
+            progress(case)
+    if not todo:
+        runs: list = []
+    elif jobs == 0:
+        runs = _run_here(todo, folder, limits, progress, stats, fast_compile)
+    else:
+        runs = _run_workers(todo, jobs, folder, limits, progress, stats, fast_compile)
+    if key and runs:
+        _results.store(key, {r["case"].id: _outcome(r) for r in runs})
+    stats["reused"] = len(known)
+    fresh = {r["case"].id: r for r in runs}
+    return [known[c.id] if c.id in known else fresh[c.id] for c in cases]
 
 
 def _run_here(cases: Sequence[Case], folder: Optional[str], limits: Limits,
