@@ -157,7 +157,7 @@ def add_remaining_self_loops_static(edge_index: ArrayLike,
 
     Existing loops move to the dropped slot; the appended loop of node ``i``
     carries the attribute of ``i``'s existing loop if it has one (the last one
-    if several), else ``fill_value`` (``None`` -> 1, a number, an array, or a
+    if several; its gradient goes to each of them, as torch's), else ``fill_value`` (``None`` -> 1, a number, an array, or a
     reduction name over each node's incoming edges, loops included).
     """
     op = "add_remaining_self_loops_static"
@@ -178,6 +178,16 @@ def add_remaining_self_loops_static(edge_index: ArrayLike,
     has = last >= 0
     taken = edge_attr[jnp.clip(last, 0, max(num_edges - 1, 0))] if num_edges else loop_attr
     shape = (n,) + (1,) * (edge_attr.ndim - 1)
+    if num_edges:
+        # the value is the last loop's, but the gradient goes to every loop of the node, as
+        # torch's (PyG's loop_attr[i] = edge_attr[loops]: index_put's backward hands each
+        # written value the gradient, overwritten duplicates included); `d - stop(d)` is 0
+        # (where finite: an inf loop attribute keeps its value, inf - inf would be nan)
+        mask = loop.reshape((num_edges,) + (1,) * (edge_attr.ndim - 1))
+        every = jax.ops.segment_sum(jnp.where(mask, edge_attr, 0), slot, n + 1)[:n]
+        fixed = jax.lax.stop_gradient(every)
+        zero = jnp.where(jnp.isfinite(fixed), every - fixed, 0)
+        taken = jax.lax.stop_gradient(taken) + zero
     loop_attr = jnp.where(has.reshape(shape), taken, loop_attr)
     return out_index, jnp.concatenate([edge_attr, loop_attr], axis=0)
 

@@ -187,3 +187,17 @@ def _negative_sampling_entry(edge_index: Any, num_nodes: Any = None, num_neg_sam
 
 
 del _name, _fn
+
+
+@register_function("torch_geometric.explain.algorithm.utils.set_masks")
+def _set_masks_entry(model: Any, mask: Any, edge_index: Any, apply_sigmoid: bool = True) -> Any:
+    # PyG's explain mode in a forward (to_captum_model(..., mask_type='edge' or
+    # 'node_and_edge'), a user's own wrapper): every MessagePassing layer then multiplies
+    # its messages by the mask, which the ported layers do not compute
+    from ..nn import UnsupportedModuleError
+
+    raise UnsupportedModuleError(
+        "torch_geometric.explain set_masks in a forward (to_captum_model(..., mask_type="
+        "'edge' or 'node_and_edge') calls it): PyG then multiplies every message of each "
+        "MessagePassing layer by the edge mask, which a port does not compute. Attribute "
+        "over node features (mask_type='node') in JAX, or run the edge explanation in torch")

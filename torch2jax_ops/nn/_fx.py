@@ -409,16 +409,23 @@ def _make_tracer_class() -> type:
             return _Value(node, self)
 
         def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict) -> Any:
-            if isinstance(attr_val, torch.Tensor) and not isinstance(
-                    attr_val, torch.nn.Parameter):
-                # a parameter swapped for a plain tensor (torch.func.functional_call,
-                # compare_modules' reparametrization): fx proxies Parameters only, so
-                # `self.lin.weight.t()` would run in torch on a constant, without gradient
-                name = next((n for n, t in self.root.named_parameters() if t is attr_val),
-                            None)
+            # fx proxies only Parameter instances: any other tensor the forward reads is
+            # computed with in torch (self.weight * self.alpha[0]) and the result frozen.
+            # A parameter slot holding a plain tensor (torch.func.functional_call's and
+            # compare_modules' reparametrisation) would lose its gradient; a floating
+            # buffer (LightGCN's alpha) would ignore the port's own array (functional_call,
+            # a loaded checkpoint). Both are read as the port's arrays. Integer and bool
+            # buffers (indices, masks, counters) stay constants: sizes are read off them.
+            if isinstance(attr_val, torch.Tensor) and \
+                    not isinstance(attr_val, torch.nn.Parameter):
+                named = list(self.root.named_parameters())
+                if attr_val.is_floating_point() or attr_val.is_complex():
+                    named += list(self.root.named_buffers())
+                name = next((n for n, p in named if p is attr_val), None)
                 if name is not None:
                     if name not in parameter_proxy_cache:
-                        parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
+                        parameter_proxy_cache[name] = self.create_proxy("get_attr", name,
+                                                                        (), {})
                     return parameter_proxy_cache[name]
             return super().getattr(attr, attr_val, parameter_proxy_cache)
 
@@ -518,6 +525,10 @@ def _make_tracer_class() -> type:
                         f"(requires_grad_(False)) if it is a constant")
                 node = self.create_node("get_attr", self._tensor_name(a), (), {})
                 self.values[node] = self._tensor_value(node, a)
+                return node
+            if isinstance(a, torch.nn.Module):  # a submodule handed to a function (set_masks)
+                node = super().create_arg(a)
+                self.values.setdefault(node, a)  # the function's table entry sees the module
                 return node
             return super().create_arg(a)
 
@@ -1188,6 +1199,13 @@ class TracedModule:
         children = object.__getattribute__(self, "_children")
         if name in children:
             return children[name]
+        program = object.__getattribute__(self, "_program")
+        if callable(getattr(type(program.torch_module), name, None)):
+            raise AttributeError(
+                f"{type(self).__name__} of {program.name} has no method {name!r}: a port runs "
+                f"the torch module's forward only. Call {name} from the forward of a small "
+                f"torch module holding this one (def forward(self, ...): return "
+                f"self.model.{name}(...)) and convert that")
         raise AttributeError(f"{type(self).__name__} of {self._program.name} has no "
                              f"attribute {name!r}; its children are {sorted(children)}")
 
