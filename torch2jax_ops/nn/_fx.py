@@ -418,7 +418,7 @@ def _make_tracer_class() -> type:
             # buffers (indices, masks, counters) stay constants: sizes are read off them.
             if isinstance(attr_val, torch.Tensor) and \
                     not isinstance(attr_val, torch.nn.Parameter):
-                named = list(self.root.named_parameters())
+                named: list = list(self.root.named_parameters())
                 if attr_val.is_floating_point() or attr_val.is_complex():
                     named += list(self.root.named_buffers())
                 name = next((n for n, p in named if p is attr_val), None)
@@ -527,9 +527,9 @@ def _make_tracer_class() -> type:
                 self.values[node] = self._tensor_value(node, a)
                 return node
             if isinstance(a, torch.nn.Module):  # a submodule handed to a function (set_masks)
-                node = super().create_arg(a)
-                self.values.setdefault(node, a)  # the function's table entry sees the module
-                return node
+                made = super().create_arg(a)
+                self.values.setdefault(made, a)  # the function's table entry sees the module
+                return made
             return super().create_arg(a)
 
         def _tensor_name(self, a: Any) -> str:
