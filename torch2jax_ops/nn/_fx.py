@@ -81,7 +81,9 @@ def resolve(path: str) -> Any:
 _WIDTH_DEPENDENT = {
     "torch_geometric.nn.aggr.lstm.LSTMAggregation": "the LSTM's last step",
     "torch_geometric.nn.aggr.gru.GRUAggregation": "the GRU's last step",
-    "torch_geometric.nn.aggr.lcm.LCMAggregation": "its pairwise tree over the width",
+    "torch_geometric.nn.aggr.lcm.LCMAggregation": "its tree's shape: the widest group, "
+                                                  "which in a padded batch may be the "
+                                                  "padding graph",
 }
 
 #: comparisons of ``ids[1:]`` with ``ids[:-1]`` (True: later first) that hold for sorted ids

@@ -145,6 +145,10 @@ def _aggregations() -> dict:
                                ("index",), False),
         "Set2Set-no-bias": (lambda: A.Set2Set(F, processing_steps=2, bias=False),
                             ("index",), False),
+        # PyG's LCM asserts a sorted index: the sorted forms (an empty group, a group of one,
+        # odd widths moving a slot up the tree)
+        "LCM": (lambda: A.LCMAggregation(F, F), ("index+ptr", "no-index"), False),
+        "LCM-project": (lambda: A.LCMAggregation(F, 6, project=True), ("index+ptr",), False),
     }
 
 

@@ -10,6 +10,7 @@ aggregation as ``aggr_module``. Under ``jax.jit`` pass ``dim_size`` with ``index
 """
 from ._attention import AttentionalAggregation
 from ._base import Aggregation
+from ._lcm import LCMAggregation
 from ._basic import (
                      MaxAggregation,
                      MeanAggregation,
@@ -25,7 +26,7 @@ from ._multi import MultiAggregation
 from ._scaler import DegreeScalerAggregation
 from ._set2set import Set2Set
 
-__all__ = ["Aggregation", "SumAggregation", "MeanAggregation", "MaxAggregation",
+__all__ = ["Aggregation", "LCMAggregation", "SumAggregation", "MeanAggregation", "MaxAggregation",
            "MinAggregation", "MulAggregation", "VarAggregation", "StdAggregation",
            "SoftmaxAggregation", "PowerMeanAggregation", "MultiAggregation",
            "DegreeScalerAggregation", "AttentionalAggregation", "Set2Set"]
