@@ -116,3 +116,24 @@ def test_without_replay_the_same_port_fails_the_comparison():
 
     torch.manual_seed(0)
     assert not compare(theirs, ours, torch.randn(64)).passed
+
+
+def test_in_place_draws_keep_torchs_gradients():
+    """F.dropout(inplace=True) passes the gradient through the kept entries; an in-place
+    fill (x.normal_()) cuts it, as torch's own ops do."""
+    class InPlace(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.lin(x)
+            F.dropout(h, 0.5, training=True, inplace=True)
+            noise = (h * 1.0).normal_(0.0, 0.1)
+            return h + noise
+
+    torch.manual_seed(0)
+    model = InPlace()
+    result = compare_modules(model, from_torch(model), torch.randn(6, 4))
+    assert result.passed, result
+    assert result["grad lin.weight"].max_abs < 1e-5

@@ -452,8 +452,11 @@ def _make_tracer_class() -> type:
             self.values[node] = result
             if isinstance(result, _masked.MaskedRows) and result.origin is None:
                 result.origin = user_frame(node.meta.get("stack_trace"))  # x[mask] under jit
-            if _mutates(kind, target) and node.args and isinstance(node.args[0], fx.Node):
-                # x.add_(y), x[i] = v: later uses of x see the new value
+            if (_mutates(kind, target) or _inplace_call(kind, target, node.args,
+                                                        node.kwargs)) \
+                    and node.args and isinstance(node.args[0], fx.Node):
+                # x.add_(y), x[i] = v, F.dropout(x, inplace=True): later uses of x see the
+                # new value
                 self._rebind(node.args[0], result, node)
             if kind in ("call_module", "call_function") and type(result) is dict:
                 # a leaf returning a dict (HeteroConv, HeteroDictLinear: {node_type: x}):
@@ -881,6 +884,21 @@ def _mutates(kind: str, target: Any) -> bool:
     if kind == "call_method":
         return isinstance(target, str) and target.endswith("_") and not target.startswith("_")
     return kind == "call_function" and target is operator.setitem
+
+
+def _inplace_call(kind: str, target: Any, args: tuple, kwargs: dict) -> bool:
+    """A torch function told to write into its input: ``F.relu(x, inplace=True)``,
+    ``F.dropout(h, p, training, True)`` (the ``inplace`` parameter, by name or position)."""
+    if kind != "call_function" or not callable(target):
+        return False
+    if kwargs.get("inplace") is True:
+        return True
+    try:
+        names = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return False
+    return "inplace" in names and len(args) > names.index("inplace") \
+        and args[names.index("inplace")] is True
 
 
 def _holds_array(x: Any) -> bool:

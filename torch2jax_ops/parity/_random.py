@@ -87,29 +87,25 @@ def _patches(stream: _Stream) -> list:
         dtype = m.dtype if isinstance(mean, torch.Tensor) else s.dtype
         return (m + s * standard_normal(shape, dtype, "normal")).detach()
 
+    # the in-place fills overwrite `self`: torch's gradient to its old value is zero, which
+    # copy_ of a detached value gives (a leaf that requires grad is refused, as by torch)
     def bernoulli_(self: Any, p: Any = 0.5, **kwargs: Any) -> Any:
         drawn = stream.take("bernoulli", "bernoulli_",
                             lambda: tensor["bernoulli_"](torch.empty_like(self), p, **kwargs))
-        with torch.no_grad():
-            return self.copy_(drawn)
+        return self.copy_(drawn.detach())
 
     def uniform_(self: Any, *args: Any, **kwargs: Any) -> Any:
         lo = kwargs.get("from", args[0] if args else 0.0)
         hi = kwargs.get("to", args[1] if len(args) > 1 else 1.0)
         u = uniform(tuple(self.shape), self.dtype, "uniform_")
-        with torch.no_grad():
-            return self.copy_(lo + (hi - lo) * u)
+        return self.copy_((lo + (hi - lo) * u).detach())
 
     def normal_(self: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Any:
         z = standard_normal(tuple(self.shape), self.dtype, "normal_")
-        with torch.no_grad():
-            return self.copy_(mean + std * z)
+        return self.copy_((mean + std * z).detach())
 
     def written(input: Any, out: Any, inplace: bool) -> Any:
-        if not inplace:
-            return out
-        with torch.no_grad():
-            return input.copy_(out)
+        return input.copy_(out) if inplace else out  # differentiable, as torch's in-place
 
     def masked(input: Any, p: float, training: bool, inplace: bool, mask_shape: tuple,
                op: str, original: Callable) -> Any:
