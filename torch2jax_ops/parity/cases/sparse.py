@@ -77,8 +77,6 @@ def fused_propagate_safe(model):
     before in the worker, so each layer whose flag disagrees with its class's generated
     code gets PyG's own undecorated ``MessagePassing.propagate`` (same values, no
     template)."""
-    import sys
-
     from torch_geometric.nn.conv import MessagePassing
 
     for layer in model.modules():
@@ -86,10 +84,8 @@ def fused_propagate_safe(model):
         if not (isinstance(layer, MessagePassing) and layer.fuse
                 and hasattr(cls, "_orig_propagate")):
             continue
-        generated = sys.modules.get(f"{cls.__module__}_{cls.__name__}_propagate")
-        path = getattr(generated, "__file__", None)
-        if path and "'message_and_aggregate' not implemented" in open(path).read():
-            layer.propagate = cls._orig_propagate.__get__(layer, cls)
+        # every fusable layer: which generated code its class got is process state
+        layer.propagate = cls._orig_propagate.__get__(layer, cls)
     return model
 
 
