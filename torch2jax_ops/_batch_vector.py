@@ -26,6 +26,16 @@ import numpy as np
 __all__ = ["BatchVector", "graph_count", "dense_size", "ids_of", "plain_ids", "declared_max"]
 
 
+def _on_host(ids: Any) -> bool:
+    """Concrete ids readable without a device transfer (NumPy, or a JAX array on the CPU):
+    the sortedness check must not sync an accelerator each time a batch is rebuilt."""
+    if isinstance(ids, jax.core.Tracer):
+        return False
+    if isinstance(ids, jax.Array):
+        return all(d.platform == "cpu" for d in ids.devices())
+    return True
+
+
 @jax.tree_util.register_pytree_node_class
 class BatchVector:
     """``ids [N]`` (graph id per node, sorted) with ``num_graphs`` (a Python int, static).
@@ -51,7 +61,7 @@ class BatchVector:
                                 f"{type(value).__name__}")
             if value < 0:
                 raise ValueError(f"BatchVector: `{name}` must be >= 0, got {value}")
-        if not isinstance(ids, jax.core.Tracer) and np.ndim(ids) == 1 and np.size(ids) > 1 \
+        if _on_host(ids) and np.ndim(ids) == 1 and np.size(ids) > 1 \
                 and (np.diff(np.asarray(ids)) < 0).any():
             raise ValueError("BatchVector: `ids` must be sorted (non-decreasing), as in every "
                              "PyG mini-batch: each graph's nodes together, graph by graph "
