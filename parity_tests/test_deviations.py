@@ -617,6 +617,18 @@ def test_a_sparse_layer_fuses_whatever_its_class_built_first():
                     + x.numpy() @ plain.lin_r.weight.numpy().T)
         np.testing.assert_allclose(fused_propagate_safe(layer)(x, adj_t).numpy(), expected,
                                    rtol=1e-5, atol=1e-6)
+
+        # a subclass of a built class: PyG's _orig_propagate is the parent's generated code
+        class FreshChild(FreshSAGE):
+            pass
+
+        child = FreshChild(4, 3, aggr="max").eval()
+        child.load_state_dict(plain.state_dict())
+        assert "FreshSAGE_propagate" in FreshChild._orig_propagate.__module__
+        with pytest.raises(NotImplementedError, match="message_and_aggregate"):
+            FreshChild._orig_propagate.__get__(child, FreshChild)(adj_t, x=(x, x))
+        np.testing.assert_allclose(fused_propagate_safe(child)(x, adj_t).numpy(), expected,
+                                   rtol=1e-5, atol=1e-6)
     port = from_torch(plain)
     from torch2jax_ops.dlpack import to_jax
 

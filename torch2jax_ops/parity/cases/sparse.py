@@ -85,8 +85,25 @@ def fused_propagate_safe(model):
                 and hasattr(cls, "_orig_propagate")):
             continue
         # every fusable layer: which generated code its class got is process state
-        layer.propagate = cls._orig_propagate.__get__(layer, cls)
+        layer.propagate = _undecorated_propagate(cls).__get__(layer, cls)
     return model
+
+
+def _undecorated_propagate(cls):
+    """The nearest ``propagate`` in ``cls``'s MRO that PyG did not generate.
+
+    ``cls._orig_propagate`` is not it for a subclass: PyG stores there whatever
+    ``cls.propagate`` was when the first instance was built, which for a subclass of an
+    already-built layer is the parent's generated code, with the parent's ``fuse``."""
+    for klass in cls.__mro__:
+        fn = klass.__dict__.get("propagate")
+        if fn is None:
+            continue
+        module = getattr(fn, "__module__", "") or ""
+        if module.endswith("_propagate") and module != klass.__module__:
+            continue  # code PyG generated from its propagate.jinja template
+        return fn
+    raise AssertionError(f"{cls.__name__} has no propagate")  # MessagePassing has one
 
 
 def _build(label: str, dtype: str, graph: str, values: bool):
