@@ -16,7 +16,7 @@ all: test
 
 setup: $(STAMP) kernels
 
-# The CPU kernel of the message-passing sum (torch2jax_ops/torch_scatter/_kernels/*.cc), an
+# The CPU kernel of the message-passing sum (torch2jax_ops/geometric/_core/_kernels/*.cc), an
 # XLA FFI handler compiled with the system's C++ compiler against jaxlib's headers into the
 # per-user cache (~/.cache/torch2jax_ops/kernels). A no-op when the library for this source
 # and jaxlib is there (its name carries a fingerprint). Without a compiler: a warning, and
@@ -100,7 +100,7 @@ bench-gpu:
 
 clean:
 	rm -rf $(VENV) $(NEWEST_VENV) $(REPORT) .pytest_cache .hypothesis
-	rm -f torch2jax_ops/torch_scatter/_kernels/*.so  # where older versions built it
+	rm -f torch2jax_ops/geometric/_core/_kernels/*.so  # where older versions built it
 
 # PyG's own example models through from_torch + compare_modules (benchmarks/PYG_EXAMPLES.md).
 # Needs a PyG source checkout: make pyg-examples PYG_SRC=/path/to/pytorch_geometric

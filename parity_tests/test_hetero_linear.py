@@ -13,7 +13,7 @@ import torch_geometric.nn as tnn
 import torch2jax_ops
 from torch2jax_ops.parity.cases.geometric import _perturbed, graph
 from torch2jax_ops import dtypes
-from torch2jax_ops.geometric import _segment_matmul as segmm
+from torch2jax_ops.geometric.utils import _segment_matmul as segmm
 from torch2jax_ops.geometric import segment_matmul
 from torch2jax_ops.geometric.nn import HEATConv, HeteroDictLinear, HeteroLinear
 from torch2jax_ops.nn import UnsupportedModuleError, from_torch, state_dict

@@ -24,7 +24,7 @@ from testkit.pyg_fused import pyg
 import torch2jax_ops.geometric as G
 from torch2jax_ops import dtypes, to_jax
 from torch2jax_ops.dlpack import register_tensor_type
-from torch2jax_ops.geometric._adjacency import with_values
+from torch2jax_ops.geometric._core._adjacency import with_values
 from torch2jax_ops.nn import from_torch
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Converting sparse tensor to CSR format"),

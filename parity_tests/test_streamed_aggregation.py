@@ -1,7 +1,7 @@
 """PyG's convs whose message is the source row (SAGEConv, GINConv) against the ports with
-each of the CPU's two forms of ``geometric._edges.gather_aggregate``:
+each of the CPU's two forms of ``geometric._core._edges.gather_aggregate``:
 
-- ``native``: the C++ kernel (``torch_scatter._native.gather_scatter_add``), which the
+- ``native``: the C++ kernel (``geometric._core._cpu_kernel.gather_scatter_add``), which the
   ports use on the CPU at every size where it is built;
 - ``streamed``: the XLA loop over blocks of edges (``torch_scatter._gather.streamed_sum``)
   that takes its place where the kernel is switched off or not built, with thresholds
@@ -19,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from torch2jax_ops import dtypes, to_jax
+from torch2jax_ops.geometric._core import _cpu_kernel
 from torch2jax_ops.nn import from_torch
 from torch2jax_ops.parity import compare_arrays, compare_modules
-from torch2jax_ops.torch_scatter import _gather, _native
+from torch2jax_ops.torch_scatter import _gather
 
 N, E = 40, 300
 
@@ -42,12 +43,12 @@ MARKS = {"native": "torch2jax_ops_gather_scatter_add", "streamed": "stablehlo.wh
 @pytest.fixture(params=list(MARKS))
 def form(request, monkeypatch):
     if request.param == "streamed":
-        monkeypatch.setenv(_native.ENVIRONMENT, "0")
+        monkeypatch.setenv(_cpu_kernel.ENVIRONMENT, "0")
         monkeypatch.setattr(_gather, "STREAM_ELEMENTS", 64)
         monkeypatch.setattr(_gather, "STREAM_BLOCK_ELEMENTS", 8 * 37)  # 37 edges of 8
     else:
-        monkeypatch.delenv(_native.ENVIRONMENT, raising=False)
-        assert _native.load_error() is None, _native.load_error()
+        monkeypatch.delenv(_cpu_kernel.ENVIRONMENT, raising=False)
+        assert _cpu_kernel.load_error() is None, _cpu_kernel.load_error()
     return request.param
 
 
@@ -84,7 +85,7 @@ def test_aggregation_forms_match_pyg(form, name, dtype):
        features=st.sampled_from([(), (1,), (3,), (2, 3)]),
        dtype=st.sampled_from(["float32", "float64"]), seed=st.integers(0, 2**16))
 def test_kernel_matches_torch_index_add(rows, segments, edges, features, dtype, seed):
-    """``_native.gather_scatter_add`` against ``out.index_add_(0, dst, x[src])`` in torch,
+    """``_cpu_kernel.gather_scatter_add`` against ``out.index_add_(0, dst, x[src])`` in torch,
     forward and the gradient of ``x`` (torch's autograd), on random graphs with repeated
     edges and empty targets."""
     rng = np.random.default_rng(seed)
@@ -96,7 +97,7 @@ def test_kernel_matches_torch_index_add(rows, segments, edges, features, dtype, 
     cot = torch.tensor(rng.standard_normal(out.shape), dtype=x.dtype)
     (gx,) = torch.autograd.grad(out, x, cot)
     with dtypes.x64(dtype == "float64"):
-        ours, vjp = jax.vjp(lambda v: _native.gather_scatter_add(
+        ours, vjp = jax.vjp(lambda v: _cpu_kernel.gather_scatter_add(
             v, to_jax(src, allow_downcast=True), to_jax(dst, allow_downcast=True), segments),
             to_jax(x.detach()))
         (ours_gx,) = vjp(to_jax(cot))

@@ -45,7 +45,7 @@ def installed(tmp_path_factory):
     names = zipfile.ZipFile(wheel).namelist()
     assert "torch2jax_ops/parity/cases/scatter.py" in names
     assert "torch2jax_ops/parity/cases/_user_models.py" in names
-    assert "torch2jax_ops/torch_scatter/_kernels/gather_scatter_add.cc" in names
+    assert "torch2jax_ops/geometric/_core/_kernels/gather_scatter_add.cc" in names
     assert not any(n.startswith(("parity_tests/", "tests/", "testkit/")) for n in names)
     site = tmp / "site"
     _run([*pip, "install", "-q", "--no-deps", "--no-index", "--target", str(site), str(wheel)],

@@ -1,4 +1,4 @@
-"""References for the sum of gathered rows (tests/test_gather_forms.py, tests/test_native.py):
+"""References for the sum of gathered rows (tests/test_gather_forms.py, tests/test_cpu_kernel.py):
 edge ids with invalid entries, the two XLA steps, and a plain numpy loop."""
 from __future__ import annotations
 

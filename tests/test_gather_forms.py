@@ -117,11 +117,12 @@ def test_forms_have_no_mask_after_the_gather():
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Stream from 40 gathered elements on, in blocks of 24 elements (8 rows of 3): many
-    blocks and a remainder. The CPU kernel (tests/test_native.py) is switched off: it
+    blocks and a remainder. The CPU kernel (tests/test_cpu_kernel.py) is switched off: it
     would take the place of the loop."""
-    from torch2jax_ops.torch_scatter import _gather, _native
+    from torch2jax_ops.geometric._core import _cpu_kernel
+    from torch2jax_ops.torch_scatter import _gather
 
-    monkeypatch.setenv(_native.ENVIRONMENT, "0")
+    monkeypatch.setenv(_cpu_kernel.ENVIRONMENT, "0")
     monkeypatch.setattr(_gather, "STREAM_ELEMENTS", 40)
     monkeypatch.setattr(_gather, "STREAM_BLOCK_ELEMENTS", 24)
 
@@ -186,7 +187,7 @@ def test_streamed_sum_gradient_jvp_and_vmap():
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 def test_gather_aggregate_streams_and_equals_gather_then_aggregate(small_blocks, reduce):
-    from torch2jax_ops.geometric._edges import aggregate, gather_aggregate, gather_rows
+    from torch2jax_ops.geometric._core._edges import aggregate, gather_aggregate, gather_rows
 
     rng = np.random.default_rng(2)
     x = jnp.asarray(rng.standard_normal((9, 4)), jnp.float32)
@@ -205,7 +206,7 @@ def test_gather_aggregate_streams_and_equals_gather_then_aggregate(small_blocks,
 
 
 def test_gather_aggregate_half_accumulates_in_float32(small_blocks):
-    from torch2jax_ops.geometric._edges import gather_aggregate
+    from torch2jax_ops.geometric._core._edges import gather_aggregate
 
     # 2048 + 1 + 1 + ... in float16 stays 2048 (1 is below half an ulp); float32 counts them
     x = jnp.asarray([[2048.0], [1.0]], jnp.float16)
@@ -224,7 +225,7 @@ def test_one_pass_with_several_devices():
     script = (
         "import jax, jax.numpy as jnp\n"
         "from torch2jax_ops.torch_scatter import _gather\n"
-        "from torch2jax_ops.geometric._edges import gather_aggregate\n"
+        "from torch2jax_ops.geometric._core._edges import gather_aggregate\n"
         "_gather.STREAM_ELEMENTS, _gather.STREAM_BLOCK_ELEMENTS = 40, 24\n"
         "assert jax.device_count() == 2 and _gather.stream_block((9, 3), 103) is None\n"
         "f = jax.jit(lambda t, s, d: gather_aggregate(t, s, d, 6))\n"

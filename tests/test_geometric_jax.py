@@ -6,7 +6,7 @@ import pytest
 
 from torch2jax_ops import checked
 from torch2jax_ops import geometric as G
-from torch2jax_ops.geometric._edges import aggregate, gather
+from torch2jax_ops.geometric._core._edges import aggregate, gather
 from torch2jax_ops.geometric.nn import GCNConv
 from torch2jax_ops.nn import Linear
 
@@ -131,7 +131,7 @@ def test_convs_vmap_over_feature_batches_and_differentiate_under_jit():
 
 def test_softmax_aggregate_is_the_softmax_weighted_sum():
     """GATConv's fused step: the normalisation after the sum, as PyG's before it (to rounding)."""
-    from torch2jax_ops.geometric._softmax import segment_softmax, softmax_aggregate
+    from torch2jax_ops.geometric.utils._softmax import segment_softmax, softmax_aggregate
 
     rng = np.random.default_rng(0)
     scores = jnp.asarray(rng.standard_normal((7, 2)) * 30)  # large: the max shift matters

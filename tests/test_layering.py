@@ -7,7 +7,9 @@ checkout's test trees (``tests/``, ``parity_tests/``) or their helpers (``testki
 Every ``import`` in every module is read (top-level and inside functions: a
 lazy import is still a dependency), mapped to its layer, and checked against
 the table below; the module graph must be acyclic. Each public subpackage
-also imports on its own in a fresh interpreter.
+also imports on its own in a fresh interpreter. The graph layer's folders
+(``GEOMETRIC_PARTS``) are its parts: utilities, layers, data, loader and the
+private graph core with the CPU kernel.
 """
 import ast
 import pathlib
@@ -166,6 +168,37 @@ def test_the_cases_are_in_the_package_and_the_suite_loads_them_from_there():
     assert (PACKAGE / "parity" / "cases" / "__init__.py").exists()
     assert not (ROOT / "parity_tests" / "cases").exists()
     assert _suite.cases_root() == PACKAGE / "parity" / "cases"
+
+
+#: geometric/ shows its parts: a folder each, and only the package face and the
+#: fx-table registrations loose at its top
+GEOMETRIC_PARTS = {
+    "_core": "the private graph core: edge checks and aggregation, adjacency, EdgeIndex, "
+             "SparseTensor, torch's sort order, the CPU kernel and its C++ source",
+    "utils": "PyG's utilities (torch_geometric.utils), one module per family",
+    "nn": "layers: conv/, aggr/, norm/, pool/ (torch_geometric.nn)",
+    "data": "PyG's Data, HeteroData and batches; padding to size buckets",
+    "loader": "loaders and their device plans",
+}
+GEOMETRIC_TOP_MODULES = {"__init__.py", "_table.py", "_table_torch.py"}
+
+
+def test_geometric_shows_its_parts():
+    top = PACKAGE / "geometric"
+    folders = {p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(GEOMETRIC_PARTS), sorted(folders ^ set(GEOMETRIC_PARTS))
+    assert {p.name for p in top.glob("*.py")} == GEOMETRIC_TOP_MODULES
+    layers = {p.name for p in (top / "nn").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert layers == {"conv", "aggr", "norm", "pool"}
+    # the kernel sits beside its one caller, and the scatter core holds no graph code
+    assert (top / "_core" / "_kernels" / "gather_scatter_add.cc").exists()
+    assert not list((PACKAGE / "torch_scatter").rglob("*.cc"))
+    callers = {name for name, path in MODULES.items()
+               if "torch2jax_ops.geometric._core._cpu_kernel" in _imports(path)
+               and name != "torch2jax_ops.geometric._core._cpu_kernel"}
+    assert callers <= {"torch2jax_ops.geometric._core._edges", "torch2jax_ops.cli"}, callers
+    # one meaning per name: "_native" once meant the kernel here, torch's API there
+    assert not [name for name in MODULES if name.endswith("._native")]
 
 
 TEST_FILES = sorted([*ROOT.glob("tests/*.py"), *ROOT.glob("parity_tests/*.py")])

@@ -113,7 +113,7 @@ def test_a_public_function_is_the_function_of_its_module(module, name):
 
 def test_scatter_is_the_function_in_its_module():
     import torch2jax_ops
-    from torch2jax_ops.geometric import _softmax
+    from torch2jax_ops.geometric.utils import _softmax
     from torch2jax_ops.torch_scatter import _scatter
 
     assert torch2jax_ops.scatter is torch2jax_ops.torch_scatter.scatter is _scatter.scatter

@@ -178,9 +178,9 @@ def _progress_lines(total: int, every: float):
 
 
 def _build_kernels(args: argparse.Namespace) -> int:
-    from .torch_scatter import _native
+    from .geometric._core import _cpu_kernel
     try:
-        path = _native.build(force=args.force)
+        path = _cpu_kernel.build(force=args.force)
     except RuntimeError as exc:
         if args.optional:  # set-up goes on: the callers keep their XLA forms
             print(f"torch2jax-ops build-kernels: warning: {exc}\nThe CPU kernel is not "

@@ -23,7 +23,7 @@ from jax.sharding import PartitionSpec as P
 from .. import _dtypes
 from .._checking import as_array, check_index, check_reduce, static_int
 from .._sharding import sharding_mode
-from ..geometric._edges import aggregate, gather, valid
+from ..geometric._core._edges import aggregate, gather, valid
 
 __all__ = ["segment_aggregate", "segment_softmax"]
 

@@ -8,7 +8,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from ..geometric._padding import PaddedGraph
+from ..geometric.data._padding import PaddedGraph
 from ._graph import place
 
 __all__ = ["stack_graphs", "shard_batch", "replicate"]

@@ -10,19 +10,25 @@
   ``max_num_nodes``) are Python ints here, and the ops whose output shape
   depends on the data have ``*_static`` versions that route deleted edges to
   the dropped node id ``num_nodes``;
-* padding (:mod:`.padding`): :func:`pad_graph`, :class:`BucketLadder`,
+* padding (:mod:`.data`): :func:`pad_graph`, :class:`BucketLadder`,
   :func:`pad_to_bucket`, so a stream of graphs compiles a few times;
 * layers: :mod:`torch2jax_ops.geometric.nn`.
+
+Layout: ``utils/`` (PyG's utilities), ``nn/`` (``conv``, ``aggr``, ``norm``, ``pool``),
+``data/`` (PyG's Data and batches, padding), ``loader/``, and ``_core/``, the private
+graph core they share (edge checks and aggregation, adjacency, ``EdgeIndex``,
+``SparseTensor``, the CPU kernel). ``_table*.py`` register PyG's functions in the
+converter's fx table.
 """
 from . import _table, nn, utils  # noqa: F401  (the fx table's PyG entries; nn's converters)
 from . import _table_torch  # noqa: F401  (the fx table's entries for torch2jax_ops.torch)
 from . import data, loader
 from .._batch_vector import BatchVector
-from ._edge_index import EdgeIndex
-from ._sparse_tensor import SparseTensor
-from ._norm import gcn_norm, gcn_norm_static
-from ._padding import BucketLadder, PaddedGraph, pad_graph, pad_to_bucket
-from ._pool import global_add_pool, global_max_pool, global_mean_pool
+from ._core._edge_index import EdgeIndex
+from ._core._sparse_tensor import SparseTensor
+from .utils._norm import gcn_norm, gcn_norm_static
+from .data._padding import BucketLadder, PaddedGraph, pad_graph, pad_to_bucket
+from .nn.pool._global import global_add_pool, global_max_pool, global_mean_pool
 # PyG's utilities: one list, in utils (the same function objects as there)
 from .utils import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
                     coalesce, coalesce_static, degree, dropout_edge, dropout_edge_static,
@@ -45,6 +51,5 @@ __all__ = [
     "k_hop_subgraph_static", "dropout_edge", "dropout_edge_static", "dropout_node",
     "dropout_node_static", "negative_sampling", "negative_sampling_static", "to_dense_adj",
     "EdgeIndex", "BatchVector",
-    "SparseTensor",
+    "SparseTensor", "segment_matmul",
 ]
-__all__ += ["segment_matmul"]

@@ -17,14 +17,14 @@ from .._checking import is_traced
 from .._dtypes import canonical_jax_dtype
 from ..nn import register_function
 from ..nn._functions_sparse import eager_indices as _eager_indices
-from ._dense import to_dense_batch
-from ._loops import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
+from .utils._dense import to_dense_batch
+from .utils._loops import (add_remaining_self_loops, add_remaining_self_loops_static, add_self_loops,
                      remove_self_loops)
-from ._norm import degree, gcn_norm, gcn_norm_static
-from ._pool import global_add_pool, global_max_pool, global_mean_pool
-from ._scatter import scatter
-from ._softmax import softmax
-from ._sort_pool import global_sort_pool
+from .utils._norm import degree, gcn_norm, gcn_norm_static
+from .nn.pool._global import global_add_pool, global_max_pool, global_mean_pool
+from .utils._scatter import scatter
+from .utils._softmax import softmax
+from .nn.pool._sort import global_sort_pool
 
 __all__: list = []
 
@@ -91,19 +91,19 @@ def _gcn_norm(edge_index: Any, edge_weight: Any = None, num_nodes: Optional[int]
 # ---- edge utilities family (issue 16: utils): data-dependent sizes give PyG's exact result
 # on concrete arrays and the *_static forms under jit where PyG's call names num_nodes; random
 # ones draw their key from the port call's key= (nn._state.next_key)
-from ._coalesce import (MISSING as _MISSING, coalesce as _coalesce,  # noqa: E402
+from .utils._coalesce import (MISSING as _MISSING, coalesce as _coalesce,  # noqa: E402
                         coalesce_static as _coalesce_static, sort_edge_index as _sort_edge_index,
                         to_undirected as _to_undirected,
                         to_undirected_static as _to_undirected_static)
-from ._dropout import (dropout_edge as _dropout_edge, dropout_node as _dropout_node,  # noqa: E402
+from .utils._dropout import (dropout_edge as _dropout_edge, dropout_node as _dropout_node,  # noqa: E402
                        dropout_node_static as _dropout_node_static)
-from ._negative_sampling import (negative_sampling as _negative_sampling,  # noqa: E402
+from .utils._negative_sampling import (negative_sampling as _negative_sampling,  # noqa: E402
                                  negative_sampling_static as _negative_sampling_static)
-from ._segment import segment as _segment  # noqa: E402
-from ._subgraph import (k_hop_subgraph as _k_hop_subgraph, subgraph as _subgraph,  # noqa: E402
+from .utils._segment import segment as _segment  # noqa: E402
+from .utils._subgraph import (k_hop_subgraph as _k_hop_subgraph, subgraph as _subgraph,  # noqa: E402
                         subgraph_static as _subgraph_static)
-from ._to_dense_adj import to_dense_adj as _to_dense_adj  # noqa: E402
-from ._spmm import spmm as _spmm, to_edge_index as _to_edge_index  # noqa: E402
+from .utils._to_dense_adj import to_dense_adj as _to_dense_adj  # noqa: E402
+from .utils._spmm import spmm as _spmm, to_edge_index as _to_edge_index  # noqa: E402
 from ..nn._state import next_key as _next_key  # noqa: E402
 
 register_function("torch_geometric.utils.segment", "torch_geometric.utils._segment.segment")(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .. import torch as _native
+from .. import torch as torch_api
 from ..nn import register_function, register_method
 
 __all__: list = []
@@ -22,40 +22,40 @@ __all__: list = []
 @register_method("scatter_reduce", "scatter_reduce_")
 def _fx_scatter_reduce(input: Any, dim: int, index: Any, src: Any, reduce: str, *,
                        include_self: bool = True, out: Any = None) -> Any:
-    return _native.scatter_reduce(input, dim, index, src, reduce, include_self=include_self)
+    return torch_api.scatter_reduce(input, dim, index, src, reduce, include_self=include_self)
 
 
 @register_function("torch.scatter_add")
 @register_method("scatter_add", "scatter_add_")
 def _fx_scatter_add(input: Any, dim: int, index: Any, src: Any, *, out: Any = None) -> Any:
-    return _native.scatter_add(input, dim, index, src)
+    return torch_api.scatter_add(input, dim, index, src)
 
 
 @register_function("torch.scatter")
 @register_method("scatter", "scatter_")
 def _fx_scatter(input: Any, dim: int, index: Any, src: Any = None, *, value: Any = None,
                 reduce: Optional[str] = None, out: Any = None) -> Any:
-    return _native.scatter(input, dim, index, src, value=value, reduce=reduce)
+    return torch_api.scatter(input, dim, index, src, value=value, reduce=reduce)
 
 
 @register_function("torch.index_add")
 @register_method("index_add", "index_add_")
 def _fx_index_add(input: Any, dim: int, index: Any, source: Any, *, alpha: Any = 1,
                   out: Any = None) -> Any:
-    return _native.index_add(input, dim, index, source, alpha=alpha)
+    return torch_api.index_add(input, dim, index, source, alpha=alpha)
 
 
 @register_function("torch.index_reduce")
 @register_method("index_reduce", "index_reduce_")
 def _fx_index_reduce(input: Any, dim: int, index: Any, source: Any, reduce: str, *,
                      include_self: bool = True, out: Any = None) -> Any:
-    return _native.index_reduce(input, dim, index, source, reduce, include_self=include_self)
+    return torch_api.index_reduce(input, dim, index, source, reduce, include_self=include_self)
 
 
 @register_function("torch.index_select")
 @register_method("index_select")
 def _fx_index_select(input: Any, dim: int, index: Any, *, out: Any = None) -> Any:
-    return _native.index_select(input, dim, index)
+    return torch_api.index_select(input, dim, index)
 
 
 @register_function("torch.gather")
@@ -63,4 +63,4 @@ def _fx_index_select(input: Any, dim: int, index: Any, *, out: Any = None) -> An
 def _fx_gather(input: Any, dim: int, index: Any, *, sparse_grad: bool = False,
                out: Any = None) -> Any:
     # sparse_grad only picks torch's gradient layout; the values are the same
-    return _native.gather(input, dim, index)
+    return torch_api.gather(input, dim, index)

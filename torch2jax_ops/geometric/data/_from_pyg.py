@@ -9,8 +9,8 @@ import numpy as np
 from ... import _dtypes
 from ..._batch_vector import BatchVector
 from ...dlpack import Placement, default_device
-from .._padding import PaddedGraph
 from ._hetero import HeteroGraph, hetero_from_pyg, is_hetero
+from ._padding import PaddedGraph
 from ._rules import BOOKKEEPING, check_item, check_placement
 from ._tensor import convert_tensor
 

@@ -4,7 +4,7 @@ Shapes are per type: ``x_dict[t] [N_t, F_t]``, ``edge_index_dict[r] [2, E_r]``
 (int32; row 0 ids of the source type, row 1 of the destination type),
 ``edge_attr_dict[r] [E_r, D_r]``, masks ``node_mask_dict[t] [N_t]`` and
 ``edge_mask_dict[r] [E_r]``. Padding follows the homogeneous convention
-(:mod:`torch2jax_ops.geometric._padding`): real rows first; every node type
+(:mod:`torch2jax_ops.geometric.data._padding`): real rows first; every node type
 gets at least one padding node, and the padding edges of ``(src, rel, dst)``
 join the first padding node of ``src`` to the first padding node of ``dst``.
 Nothing real touches the padding, so every layer's output on the real rows is

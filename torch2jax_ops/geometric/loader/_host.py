@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._padding import PaddedGraph, label_level
+from ..data._padding import PaddedGraph, label_level
 from ..data._rules import (
     BOOKKEEPING,
     cat_axis,

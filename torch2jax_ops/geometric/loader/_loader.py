@@ -14,8 +14,8 @@ import jax
 
 from ... import _dtypes
 from ...dlpack import Placement, default_device
-from .._padding import BucketLadder, PaddedGraph
 from ..data._hetero import HeteroLadder
+from ..data._padding import BucketLadder, PaddedGraph
 from ..data._rules import check_placement
 from ._gather import fast_batches
 from ._hetero import hetero_plan, hetero_source, prepare_hetero

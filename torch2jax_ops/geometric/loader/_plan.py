@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._padding import BucketLadder
+from ..data._padding import BucketLadder
 from ._host import Kinds, mask_name, sizes_of
 
 __all__ = ["Plan", "plan_for", "round_up", "graph_loader_sizes", "collates_with_pyg"]

@@ -6,10 +6,10 @@ pair, ``edge_index [2, E]`` whose ids may use the dropped slot ``N`` (see
 
 The graph argument of a layer is an ``edge_index [2, E]``, an
 :class:`~torch2jax_ops.geometric.EdgeIndex`, or a sparse ``adj_t [N_dst, N_src]``
-(``BCOO`` / ``BCSR``, :mod:`torch2jax_ops.geometric._adjacency`): :func:`graph_input`
+(``BCOO`` / ``BCSR``, :mod:`torch2jax_ops.geometric._core._adjacency`): :func:`graph_input`
 reads all three into one :class:`Graph`; each layer then applies PyG's rules for
 its sparse branch (values, self-loops) and passes ``Graph.sorted`` to
-:func:`~torch2jax_ops.geometric._edges.aggregate` where it aggregates over the
+:func:`~torch2jax_ops.geometric._core._edges.aggregate` where it aggregates over the
 unchanged targets.
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ import jax
 
 from ..._checking import REDUCTIONS, as_array, check_bounds, check_index
 from ...nn import Converter
-from .._adjacency import Adjacency, adjacency
-from .._edge_index import EdgeIndex
-from .._edges import aggregate, edge_array, gather, is_sparse_matrix, targets_sorted
-from .._sparse_tensor import SparseTensor, layer_matrix
+from .._core._adjacency import Adjacency, adjacency
+from .._core._edge_index import EdgeIndex
+from .._core._edges import aggregate, edge_array, gather, is_sparse_matrix, targets_sorted
+from .._core._sparse_tensor import SparseTensor, layer_matrix
 from ._message_passing import FUSE_AGGRS, EdgeListAggr, effective_aggr
 
 __all__ = ["NodeFeatures", "typed_rows", "pair", "checked_edges", "edge_values", "weighted", "check_flow",
@@ -36,7 +36,7 @@ SPARSE_TENSOR_LAYERS = ("GCNConv", "GCN2Conv", "GINConv", "SAGEConv", "GraphConv
 
 def sparse_tensor_input(edge_index: Any, rule: str, dtype: Any, *, op: str) -> Any:
     """A SparseTensor ``adj_t`` as the BCSR the layer's PyG SparseTensor branch reads
-    (:func:`~torch2jax_ops.geometric._sparse_tensor.layer_matrix`'s ``rule``); any other
+    (:func:`~torch2jax_ops.geometric._core._sparse_tensor.layer_matrix`'s ``rule``); any other
     graph argument as it is."""
     if isinstance(edge_index, SparseTensor):
         return layer_matrix(edge_index, rule, dtype=dtype, op=op)
@@ -148,7 +148,7 @@ def spmm_adjacency(adj: Adjacency, x: jax.Array, reduce: str, *, op: str) -> jax
     :func:`torch2jax_ops.geometric.utils.spmm`'s (torch's rules: repeated
     entries summed first, the gradient of a tied max to the first entry).
     """
-    from .._spmm import spmm
+    from ..utils._spmm import spmm
 
     if isinstance(reduce, EdgeListAggr):
         raise ValueError(

@@ -4,7 +4,7 @@
 ``x_i @ weight[type_i] + bias[type_i]``. PyG sorts the rows by type when
 ``type_vec`` is not sorted, runs a segment matmul (``pyg_lib``) or a loop over
 the types, and restores the order; the port computes the same per-row result
-without sorting (:func:`~torch2jax_ops.geometric._segment_matmul.typed_matmul`:
+without sorting (:func:`~torch2jax_ops.geometric.utils._segment_matmul.typed_matmul`:
 one matmul against every type's weight, then a per-row select, or per-row
 gathered weights for many types -- the measurements are in that module's
 docs), so it works under ``jax.jit`` whatever the order of ``type_vec``.
@@ -19,7 +19,7 @@ import jax
 from ..._checking import as_array
 from ..._sharding import OutSharding, sharding_aware
 from ...nn import Converter, register_converter
-from .._segment_matmul import typed_matmul
+from ..utils._segment_matmul import typed_matmul
 from ._common import typed_rows
 
 __all__ = ["HeteroLinear", "HeteroDictLinear"]

@@ -57,10 +57,10 @@ from ..._sharding import OutSharding, sharding_aware
 from ...nn import Converter, UnsupportedModuleError, register_converter, register_function
 from ...nn._fx import TracedModule, _children, _Program
 from ...torch_scatter._gather import take_groups
-from .._adjacency import adjacency
-from .._edge_index import EdgeIndex
-from .._edges import aggregate as _aggregate_rows
-from .._edges import edge_array, is_sparse_matrix
+from .._core._adjacency import adjacency
+from .._core._edge_index import EdgeIndex
+from .._core._edges import aggregate as _aggregate_rows
+from .._core._edges import edge_array, is_sparse_matrix
 
 __all__ = ["MessagePassing", "SPECIAL_ARGS", "lift", "aggregate_along", "collect",
            "sorted_pointer", "FUSE_AGGRS"]

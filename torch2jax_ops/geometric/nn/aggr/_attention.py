@@ -6,7 +6,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from ....nn import Converter, register_converter
-from ..._softmax import segment_softmax
+from ...utils._softmax import segment_softmax
 from ._base import Aggregation, reduce_along
 
 __all__ = ["AttentionalAggregation"]

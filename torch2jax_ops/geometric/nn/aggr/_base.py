@@ -26,7 +26,7 @@ from ...._sharding import OutSharding, sharding_aware
 from ....nn._state import key_scope
 from ....torch_scatter._gather import csr_ids
 from ....torch_scatter._segment_csr import segment_csr
-from ..._edges import aggregate, check_ids, node_count
+from ..._core._edges import aggregate, check_ids, node_count
 from .._message_passing import aggregate_along
 
 __all__ = ["Aggregation", "Grouping", "prepare", "reduce_along", "clamp", "aggregate_messages",

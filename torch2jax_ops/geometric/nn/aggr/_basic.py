@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from ....nn import Converter, register_converter
-from ..._softmax import segment_softmax
+from ...utils._softmax import segment_softmax
 from ._base import Aggregation, clamp, reduce_along
 
 __all__ = ["SumAggregation", "MeanAggregation", "MaxAggregation", "MinAggregation",

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...._checking import is_traced
 from ....nn import Converter, register_converter
-from ..._dense import to_dense_batch
+from ...utils._dense import to_dense_batch
 from ._base import Aggregation, Grouping
 
 __all__ = ["LCMAggregation"]

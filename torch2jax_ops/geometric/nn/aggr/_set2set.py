@@ -7,8 +7,8 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from ....nn import LSTM, Converter, register_converter
-from ..._edges import aggregate, gather
-from ..._softmax import segment_softmax
+from ..._core._edges import aggregate, gather
+from ...utils._softmax import segment_softmax
 from ._base import Aggregation
 
 __all__ = ["Set2Set"]

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from ..._edges import gather
+from ..._core._edges import gather
 from .._common import graph_input
 from ._attention import GatedPropagation, attend, l2_normalize, loop_plan
 from ._propagation import check_common, convert_aggr

@@ -9,8 +9,8 @@ import jax
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import next_key
-from ..._adjacency import with_values
-from ..._edges import is_sparse_matrix
+from ..._core._adjacency import with_values
+from ..._core._edges import is_sparse_matrix
 from ._propagation import (
     WeightedPropagation,
     check_cache,

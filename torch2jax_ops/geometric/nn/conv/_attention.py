@@ -24,9 +24,9 @@ import jax.numpy as jnp
 
 from ....nn import Converter
 from ....nn._state import next_key
-from ..._edges import valid
-from ..._loops import route_self_loops
-from ..._softmax import segment_softmax, softmax_aggregate
+from ..._core._edges import valid
+from ...utils._loops import route_self_loops
+from ...utils._softmax import segment_softmax, softmax_aggregate
 from .._message_passing import MessagePassing
 from ._propagation import WeightedPropagation, torch_function
 
@@ -139,7 +139,7 @@ def attend(layer: Any, scores: jax.Array, messages: jax.Array, dst: jax.Array, n
 
     ``scores [E, *H]``, ``messages [E, *H, C]``; ``loop_*`` are the node-wise
     self-loops of nodes ``i < L``; ``weights`` the attention dropout. By sum:
-    :func:`~torch2jax_ops.geometric._softmax.softmax_aggregate` (normalised after
+    :func:`~torch2jax_ops.geometric.utils._softmax.softmax_aggregate` (normalised after
     the sum); by any other ``aggr``: PyG's order (softmax per edge, weighted
     messages, ``layer.aggregate``).
     """

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, ModuleList, register_converter
-from ..._edges import gather
-from ..._laplacian import get_laplacian_static
+from ..._core._edges import gather
+from ...utils._laplacian import get_laplacian_static
 from ._propagation import WeightedPropagation, check_common, convert_aggr, edges_for, node_features
 
 __all__ = ["ChebConv"]

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 from ...._checking import debug_check, is_traced
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import aggregate, gather, is_sparse_matrix, valid
-from ..._loops import _loops, route_self_loops
+from ..._core._edges import aggregate, gather, is_sparse_matrix, valid
+from ...utils._loops import _loops, route_self_loops
 from .._common import graph_input
 from ._propagation import WeightedPropagation, check_common, convert_aggr, edges_for, node_features
 

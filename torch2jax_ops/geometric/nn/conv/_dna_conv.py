@@ -12,7 +12,7 @@ from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._layers import dropout
 from ....nn._state import next_key
-from ..._edges import is_sparse_matrix
+from ..._core._edges import is_sparse_matrix
 from ._propagation import (
     WeightedPropagation,
     check_cache,

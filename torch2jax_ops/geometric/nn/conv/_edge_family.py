@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from ....nn import Converter
 from ....nn._state import key_scope
-from ..._edges import valid
+from ..._core._edges import valid
 from .._common import check_aggr
 
 __all__ = ["drop_from_source", "keyed", "converted_aggr", "softplus", "route_loops", "with_loops"]

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, ModuleList, register_converter
-from ..._edges import valid
+from ..._core._edges import valid
 from .._common import graph_input, pair
 from ._attention import GatedPropagation, activate, convert_act, drop_dangling
 from ._propagation import check_common, convert_aggr

@@ -11,9 +11,9 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._convert import state_arrays
 from ....nn._state import next_key
-from ..._edges import gather, valid
-from ..._loops import loop_attributes, route_self_loops
-from ..._softmax import softmax_aggregate
+from ..._core._edges import gather, valid
+from ...utils._loops import loop_attributes, route_self_loops
+from ...utils._softmax import softmax_aggregate
 from .._common import check_flow, edge_values, graph_input, pair
 
 __all__ = ["GATConv"]

@@ -10,8 +10,8 @@ from jax.experimental import sparse as jsparse
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import gather_rows
-from ..._loops import loop_attributes
+from ..._core._edges import gather_rows
+from ...utils._loops import loop_attributes
 from .._common import edge_values, graph_input, pair
 from ._attention import (
     GatedPropagation,

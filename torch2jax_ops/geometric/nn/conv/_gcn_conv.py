@@ -10,9 +10,9 @@ from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._convert import state_arrays
-from ..._adjacency import Adjacency, gcn_norm_sparse
-from ..._edges import aggregate, gather, is_sparse_matrix
-from ..._norm import gcn_norm_static
+from ..._core._adjacency import Adjacency, gcn_norm_sparse
+from ..._core._edges import aggregate, gather, is_sparse_matrix
+from ...utils._norm import gcn_norm_static
 from .._common import (
     check_flow,
     edge_values,

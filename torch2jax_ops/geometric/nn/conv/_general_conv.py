@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._softmax import segment_softmax
+from ...utils._softmax import segment_softmax
 from .._common import edge_values, graph_input, pair
 from ._attention import GatedPropagation, drop_dangling, head_dot, heads_view, l2_normalize
 from ._propagation import check_common, convert_aggr

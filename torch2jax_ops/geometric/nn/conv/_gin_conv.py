@@ -8,7 +8,7 @@ import jax
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import aggregate, gather, gather_aggregate
+from ..._core._edges import aggregate, gather, gather_aggregate
 from .._common import (
     check_flow,
     edge_values,

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from ...._checking import as_array, check_bounds, check_index
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Embedding, Linear, register_converter
-from ..._edges import edge_array, gather_rows, valid
+from ..._core._edges import edge_array, gather_rows, valid
 from .._common import edge_values
 from .._hetero_linear import HeteroLinear
 from ._attention import GatedPropagation, attend, dropout_weights

@@ -57,8 +57,8 @@ import numpy as np
 
 from ...._checking import as_array
 from ....nn import Converter, register_converter
-from ..._edges import check_ids, edge_array, gather_rows, valid
-from ..._softmax import softmax_aggregate
+from ..._core._edges import check_ids, edge_array, gather_rows, valid
+from ...utils._softmax import softmax_aggregate
 from .._common import check_flow
 from .._hetero_linear import HeteroDictLinear
 

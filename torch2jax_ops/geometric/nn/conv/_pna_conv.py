@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, ModuleList, register_converter
-from ..._edges import gather
+from ..._core._edges import gather
 from .._common import check_flow, edge_values, graph_input
 from ..aggr._basic import (
     MaxAggregation,

@@ -31,9 +31,9 @@ from ...._checking import REDUCTIONS, as_array
 from ....nn import Converter
 from ....nn._layers import dropout
 from ....nn._registry import converter_for
-from ..._adjacency import adjacency, normalized_matrix
-from ..._edges import edge_array, is_sparse_matrix
-from ..._norm import gcn_norm_static
+from ..._core._adjacency import adjacency, normalized_matrix
+from ..._core._edges import edge_array, is_sparse_matrix
+from ...utils._norm import gcn_norm_static
 from .._common import check_flow, edge_values, effective_aggr, refuse_sparse, spmm_adjacency
 from .._message_passing import MessagePassing, aggregate_along
 
@@ -109,7 +109,7 @@ def gcn_normalized(edge_index: Any, edge_weight: Optional[jax.Array], num_nodes:
     in a static shape (``E + N`` slots with self-loops, ``E`` without).
 
     A sparse ``adj_t`` gives PyG's sparse result: the normalised matrix (a ``BCOO``,
-    :func:`~torch2jax_ops.geometric._adjacency.normalized_matrix`) and no weights.
+    :func:`~torch2jax_ops.geometric._core._adjacency.normalized_matrix`) and no weights.
     """
     if is_sparse_matrix(edge_index):
         adj = adjacency(edge_index, op="gcn_norm", coalesce=add_self_loops)

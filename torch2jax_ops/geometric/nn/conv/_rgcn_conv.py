@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from ..._edges import aggregate, edge_array, gather, valid
+from ..._core._edges import aggregate, edge_array, gather, valid
 from .._common import check_flow
 from ..aggr._base import aggregate_messages
 

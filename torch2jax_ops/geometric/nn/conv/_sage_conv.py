@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import gather_aggregate, gather_rows
+from ..._core._edges import gather_aggregate, gather_rows
 from .._common import (
     FUSED_AGGRS,
     Graph,

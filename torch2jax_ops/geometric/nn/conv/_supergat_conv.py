@@ -12,7 +12,7 @@ from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._state import next_key
-from ..._edges import edge_array, gather, valid
+from ..._core._edges import edge_array, gather, valid
 from .._common import graph_input
 from ._attention import (
     GatedPropagation,

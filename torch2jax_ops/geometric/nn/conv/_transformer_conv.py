@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._edges import gather_rows, valid
+from ..._core._edges import gather_rows, valid
 from .._common import edge_values, graph_input, pair
 from ._attention import (
     GatedPropagation,

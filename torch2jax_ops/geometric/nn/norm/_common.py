@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from ...._batch_vector import graph_count
 from ...._checking import as_array
-from ..._edges import aggregate, check_ids, gather, node_count
+from ..._core._edges import aggregate, check_ids, gather, node_count
 
 __all__ = ["graph_ids", "per_graph", "spread"]
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
-from ..._norm import degree
+from ...utils._norm import degree
 from ._common import graph_ids, per_graph, spread
 
 __all__ = ["GraphNorm", "GraphSizeNorm", "MeanSubtractionNorm"]

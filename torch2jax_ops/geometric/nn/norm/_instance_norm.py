@@ -11,7 +11,7 @@ from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import record_update
-from ..._norm import degree
+from ...utils._norm import degree
 from ._common import graph_ids, per_graph, spread
 
 __all__ = ["InstanceNorm"]

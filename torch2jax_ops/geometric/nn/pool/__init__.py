@@ -1,6 +1,6 @@
 """``torch_geometric.nn.pool`` on JAX: global readouts and pooling layers with static shapes."""
-from ..._pool import global_add_pool, global_max_pool, global_mean_pool
-from ..._sort_pool import global_sort_pool
+from ._global import global_add_pool, global_max_pool, global_mean_pool
+from ._sort import global_sort_pool
 from ._jumping_knowledge import JumpingKnowledge
 from ._topk import SAGPooling, TopKPooling
 

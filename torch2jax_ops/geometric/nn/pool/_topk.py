@@ -48,9 +48,9 @@ from ...._batch_vector import BatchVector, graph_count
 from ...._checking import as_array, is_traced
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Activation, Converter, register_converter
-from ..._edges import aggregate, check_ids, edge_array, gather, node_count
-from ..._softmax import segment_softmax
-from ..._torch_sort import host_argsort, stable_argsort
+from ..._core._edges import aggregate, check_ids, edge_array, gather, node_count
+from ..._core._torch_sort import host_argsort, stable_argsort
+from ...utils._softmax import segment_softmax
 
 __all__ = ["TopKPooling", "SAGPooling", "SelectTopK", "topk", "filter_adj"]
 

@@ -20,7 +20,7 @@ Graph inputs
 :class:`~torch2jax_ops.geometric.EdgeIndex` (the same array with PyG's sort
 order; :func:`edge_array` unwraps it, :func:`targets_sorted` reads the order).
 The layers also take a sparse ``adj_t`` (``BCOO`` / ``BCSR``, see
-:mod:`torch2jax_ops.geometric._adjacency`); the utilities here take edge lists only.
+:mod:`torch2jax_ops.geometric._core._adjacency`); the utilities here take edge lists only.
 
 Sorted targets
 --------------
@@ -39,11 +39,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse as jsparse
 
-from .. import _dtypes
-from .._checking import REDUCTIONS, as_array, check_reduce, debug_check, is_traced, static_int
-from ..torch_scatter import _native
-from ..torch_scatter._gather import slot_sum, stream_block, streamed_sum, take_groups, take_rows
-from ..torch_scatter._groups import Groups
+from ... import _dtypes
+from ..._checking import REDUCTIONS, as_array, check_reduce, debug_check, is_traced, static_int
+from ...torch_scatter._gather import slot_sum, stream_block, streamed_sum, take_groups, take_rows
+from ...torch_scatter._groups import Groups
+from . import _cpu_kernel
 from ._edge_index import EdgeIndex
 
 __all__ = ["edge_array", "is_sparse_matrix", "targets_sorted", "node_count", "check_ids", "valid",
@@ -183,7 +183,7 @@ def gather_aggregate(x: jax.Array, src: jax.Array, dst: jax.Array, num_nodes: in
 
     ``x [N_src, *F]``, ``src [E]``, ``dst [E]`` -> ``[num_nodes, *F]``, the value of
     the two steps. On the CPU, a sum or mean of floating rows runs as
-    :func:`~torch2jax_ops.torch_scatter._native.gather_scatter_add`, a C++ kernel
+    :func:`~torch2jax_ops.geometric._core._cpu_kernel.gather_scatter_add`, a C++ kernel
     that adds each source row into its target row with no ``[E, *F]`` buffer (300k
     edges x 64 features: 5 ms against 18 ms streamed and 40 ms in two steps): the same
     sums in the same order, so the value and the gradient are the two steps' to the
@@ -206,14 +206,14 @@ def gather_aggregate(x: jax.Array, src: jax.Array, dst: jax.Array, num_nodes: in
     if kind not in ("sum", "mean") or not jnp.issubdtype(x.dtype, jnp.inexact):
         return two_steps()
     acc = _dtypes.accumulation_dtype(x.dtype)
-    native = _native.usable(acc)
+    native = _cpu_kernel.usable(acc)
     block = None if native else stream_block(x.shape, src.shape[0])
     if not native and block is None:
         return two_steps()
 
     def streamed() -> jax.Array:
         if native:
-            total = _native.gather_scatter_add(x.astype(acc), src, dst, num_nodes)
+            total = _cpu_kernel.gather_scatter_add(x.astype(acc), src, dst, num_nodes)
         else:
             assert block is not None
             total = streamed_sum(x.astype(acc), src, dst, num_nodes, indices_sorted, block)

@@ -27,12 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .. import _dtypes
-from .._checking import static_int
-from .._sharding import OutSharding, sharding_aware
+from ... import _dtypes
+from ..._checking import static_int
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import check_ids, edge_array, node_count
 from ._coalesce import require_concrete
 from ._dropout import check_key
-from ._edges import check_ids, edge_array, node_count
 from ._subgraph import check_flag
 
 __all__ = ["negative_sampling", "negative_sampling_static"]

@@ -53,10 +53,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .._checking import as_array, check_index, debug_check, is_traced
-from .._sharding import OutSharding, sharding_aware
-from ..nn import register_function
-from ..torch_scatter._gather import csr_ids
+from ..._checking import as_array, check_index, debug_check, is_traced
+from ..._sharding import OutSharding, sharding_aware
+from ...nn import register_function
+from ...torch_scatter._gather import csr_ids
 
 __all__ = ["segment_matmul", "typed_matmul"]
 

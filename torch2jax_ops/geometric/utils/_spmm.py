@@ -23,11 +23,11 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import sparse as jsparse
 
-from .. import _dtypes
-from .._checking import as_array
-from .._sharding import OutSharding, sharding_aware
-from ..torch_scatter._gather import csr_ids
-from ._edges import aggregate, gather, valid
+from ... import _dtypes
+from ..._checking import as_array
+from ..._sharding import OutSharding, sharding_aware
+from ...torch_scatter._gather import csr_ids
+from .._core._edges import aggregate, gather, valid
 
 __all__ = ["to_edge_index", "spmm"]
 

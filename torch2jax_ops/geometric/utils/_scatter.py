@@ -16,10 +16,10 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from .._batch_vector import graph_count
-from .._checking import as_array, check_index, check_reduce, normalize_dim
-from .._sharding import OutSharding, sharding_aware
-from ._edges import aggregate, check_ids, node_count
+from ..._batch_vector import graph_count
+from ..._checking import as_array, check_index, check_reduce, normalize_dim
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import aggregate, check_ids, node_count
 
 __all__ = ["scatter", "pyg_scatter", "PYG_REDUCTIONS"]
 

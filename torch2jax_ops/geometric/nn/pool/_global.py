@@ -7,10 +7,10 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from .._batch_vector import graph_count
-from .._checking import as_array
-from .._sharding import OutSharding, sharding_aware
-from ._edges import aggregate, check_ids, node_count
+from ...._batch_vector import graph_count
+from ...._checking import as_array
+from ...._sharding import OutSharding, sharding_aware
+from ..._core._edges import aggregate, check_ids, node_count
 
 __all__ = ["global_add_pool", "global_mean_pool", "global_max_pool"]
 

@@ -25,9 +25,9 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from .._checking import as_array, check_reduce, is_traced
-from .._sharding import OutSharding, sharding_aware
-from ._edges import edge_array, node_count
+from ..._checking import as_array, check_reduce, is_traced
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import edge_array, node_count
 from ._scatter import PYG_REDUCTIONS, pyg_scatter
 
 __all__ = ["sort_edge_index", "coalesce", "coalesce_static", "to_undirected",

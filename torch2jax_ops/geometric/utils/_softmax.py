@@ -8,12 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .. import _dtypes
-from .._batch_vector import graph_count
-from .._checking import as_array, is_traced, normalize_dim
-from .._sharding import OutSharding, sharding_aware
-from ..torch_scatter._gather import csr_ids
-from ._edges import check_ids, gather, gather_rows, node_count, slot_sum, valid
+from ... import _dtypes
+from ..._batch_vector import graph_count
+from ..._checking import as_array, is_traced, normalize_dim
+from ..._sharding import OutSharding, sharding_aware
+from ...torch_scatter._gather import csr_ids
+from .._core._edges import check_ids, gather, gather_rows, node_count, slot_sum, valid
 
 __all__ = ["softmax", "segment_softmax", "softmax_aggregate"]
 

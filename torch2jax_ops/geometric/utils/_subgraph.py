@@ -26,10 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .._checking import as_array, static_int
-from .._sharding import OutSharding, sharding_aware
+from ..._checking import as_array, static_int
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import check_ids, edge_array, node_count
 from ._coalesce import require_concrete
-from ._edges import check_ids, edge_array, node_count
 
 __all__ = ["subgraph", "subgraph_static", "k_hop_subgraph", "k_hop_subgraph_static",
            "check_flag"]

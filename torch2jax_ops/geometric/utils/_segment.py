@@ -12,9 +12,9 @@ from typing import cast
 import jax
 from jax.typing import ArrayLike
 
-from .._checking import SEGMENT_REDUCTIONS, Reduction, as_array, check_index, check_reduce
-from .._sharding import OutSharding, sharding_aware
-from ..torch_scatter import segment_csr
+from ..._checking import SEGMENT_REDUCTIONS, Reduction, as_array, check_index, check_reduce
+from ..._sharding import OutSharding, sharding_aware
+from ...torch_scatter import segment_csr
 
 __all__ = ["segment"]
 

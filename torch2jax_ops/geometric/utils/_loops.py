@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .._checking import REDUCTIONS, as_array, check_reduce, is_traced
-from .._sharding import OutSharding, sharding_aware
-from ._edges import aggregate, edge_array, node_count
+from ..._checking import REDUCTIONS, as_array, check_reduce, is_traced
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import aggregate, edge_array, node_count
 
 __all__ = ["add_self_loops", "append_self_loops", "loop_attributes", "route_self_loops",
            "add_remaining_self_loops",

@@ -41,9 +41,9 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import sparse as jsparse
 
-from ..torch_scatter._gather import csr_ids
+from ...torch_scatter._gather import csr_ids
+from ..utils._norm import _inverse_sqrt
 from ._edges import aggregate, gather, is_sparse_matrix
-from ._norm import _inverse_sqrt
 
 __all__ = ["Adjacency", "adjacency", "is_sparse_matrix", "gcn_norm_sparse", "normalized_matrix",
            "with_values"]

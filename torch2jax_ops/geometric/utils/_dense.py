@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .._batch_vector import dense_size, graph_count
-from .._checking import as_array, debug_check, is_traced, static_int
-from .._sharding import OutSharding, sharding_aware
-from ._edges import check_ids, node_count
+from ..._batch_vector import dense_size, graph_count
+from ..._checking import as_array, debug_check, is_traced, static_int
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import check_ids, node_count
 
 __all__ = ["to_dense_batch"]
 

@@ -7,10 +7,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._batch_vector import graph_count
-from .._checking import as_array, is_traced, static_int
-from ._edges import check_ids, gather, node_count
-from ._torch_sort import torch_cpu_argsort
+from ...._batch_vector import graph_count
+from ...._checking import as_array, is_traced, static_int
+from ..._core._edges import check_ids, gather, node_count
+from ..._core._torch_sort import torch_cpu_argsort
 
 __all__ = ["global_sort_pool"]
 

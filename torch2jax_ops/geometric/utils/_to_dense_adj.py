@@ -15,12 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .. import _dtypes
-from .._batch_vector import dense_size, graph_count
-from .._checking import as_array, check_index, is_traced, static_int
-from .._sharding import OutSharding, sharding_aware
+from ... import _dtypes
+from ..._batch_vector import dense_size, graph_count
+from ..._checking import as_array, check_index, is_traced, static_int
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import aggregate, check_ids, edge_array
 from ._dense import _largest
-from ._edges import aggregate, check_ids, edge_array
 
 __all__ = ["to_dense_adj"]
 

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes
+from ... import _dtypes
 
 __all__ = ["torch_cpu_argsort", "stable_argsort", "host_argsort", "RADIX_MIN"]
 

@@ -17,10 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .._checking import is_traced
-from .._sharding import OutSharding, sharding_aware
+from ..._checking import is_traced
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import edge_array, node_count
 from ._coalesce import require_concrete
-from ._edges import edge_array, node_count
 from ._subgraph import check_flag, subgraph, subgraph_static
 
 __all__ = ["dropout_edge", "dropout_edge_static", "dropout_node", "dropout_node_static",

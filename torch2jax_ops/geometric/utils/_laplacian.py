@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .._checking import as_array
-from .._sharding import OutSharding, sharding_aware
-from ._edges import aggregate, edge_array, gather, node_count
+from ..._checking import as_array
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import aggregate, edge_array, gather, node_count
 from ._loops import _concrete, _loops, route_self_loops
 from ._norm import _inverse_sqrt
 

@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from .._checking import as_array
-from .._sharding import OutSharding, sharding_aware
-from ._edges import aggregate, check_ids, edge_array, gather, node_count
+from ..._checking import as_array
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import aggregate, check_ids, edge_array, gather, node_count
 from ._loops import add_remaining_self_loops, add_remaining_self_loops_static
 
 __all__ = ["degree", "gcn_norm", "gcn_norm_static"]

@@ -51,7 +51,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from ._gather import slot_sum, take_rows
+from ...torch_scatter._gather import slot_sum, take_rows
 
 __all__ = ["SOURCE", "ENVIRONMENT", "kernel_dir", "library_path", "build", "load_error",
            "usable", "gather_scatter_add"]

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import sparse as jsparse
 
-from ..dlpack import register_tensor_type
+from ...dlpack import register_tensor_type
 
 __all__ = ["SparseTensor", "from_torch_sparse", "layer_matrix", "LAYER_RULES"]
 

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checking import as_array, is_traced
+from ..._checking import as_array, is_traced
 
 __all__ = ["EdgeIndex", "SORT_ORDERS"]
 
@@ -151,7 +151,7 @@ def _from_torch(tensor: Any, convert: Any) -> EdgeIndex:
 
 
 def _register() -> None:
-    from ..dlpack import register_tensor_type
+    from ...dlpack import register_tensor_type
 
     register_tensor_type("torch_geometric.edge_index.EdgeIndex", _from_torch)
 

@@ -24,10 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .._batch_vector import BatchVector
-from .._checking import as_array, is_traced, static_int
-from .._sharding import OutSharding, sharding_aware
-from ._edges import edge_array
+from ..._batch_vector import BatchVector
+from ..._checking import as_array, is_traced, static_int
+from ..._sharding import OutSharding, sharding_aware
+from .._core._edges import edge_array
 
 __all__ = ["PaddedGraph", "BucketLadder", "pad_graph", "pad_to_bucket", "label_level"]
 

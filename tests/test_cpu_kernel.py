@@ -1,4 +1,4 @@
-"""The CPU kernel of the message-passing sum (torch2jax_ops/torch_scatter/_native.py).
+"""The CPU kernel of the message-passing sum (torch2jax_ops/geometric/_core/_cpu_kernel.py).
 
 ``make`` builds it (``python -m torch2jax_ops build-kernels``); these tests fail, rather
 than skip, when it is missing, so a set-up that stops building it is caught. Every value
@@ -21,8 +21,8 @@ from testkit.scatter_refs import edges as _edges
 from testkit.scatter_refs import one_pass as _two_steps
 from testkit.scatter_refs import reference_sum as _loop
 from torch2jax_ops import dtypes
-from torch2jax_ops.geometric._edges import aggregate, gather_aggregate, gather_rows
-from torch2jax_ops.torch_scatter import _native
+from torch2jax_ops.geometric._core._edges import aggregate, gather_aggregate, gather_rows
+from torch2jax_ops.geometric._core import _cpu_kernel
 
 TARGET = "torch2jax_ops_gather_scatter_add"
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,19 +33,19 @@ def _kernel_calls(f, *args):
 
 
 def test_kernel_is_built_and_loads():
-    assert _native.load_error() is None, (
-        f"{_native.load_error()} -- `make setup` builds it; this test guards that it does")
-    assert _native.library_path().exists() and _native.usable(jnp.float32)
-    assert _native.usable(jnp.float64) and not _native.usable(jnp.float16)
+    assert _cpu_kernel.load_error() is None, (
+        f"{_cpu_kernel.load_error()} -- `make setup` builds it; this test guards that it does")
+    assert _cpu_kernel.library_path().exists() and _cpu_kernel.usable(jnp.float32)
+    assert _cpu_kernel.usable(jnp.float64) and not _cpu_kernel.usable(jnp.float16)
 
 
 def test_switched_off_by_the_environment(monkeypatch):
-    monkeypatch.setenv(_native.ENVIRONMENT, "0")
-    assert _native.load_error() == f"{_native.ENVIRONMENT}=0" and not _native.usable(jnp.float32)
+    monkeypatch.setenv(_cpu_kernel.ENVIRONMENT, "0")
+    assert _cpu_kernel.load_error() == f"{_cpu_kernel.ENVIRONMENT}=0" and not _cpu_kernel.usable(jnp.float32)
     x, ids = jnp.ones((9, 4)), jnp.zeros(50, jnp.int32)
     f = jax.jit(lambda x, s, d: gather_aggregate(x, s, d, 7))
     assert _kernel_calls(f, x, ids, ids) == 0
-    monkeypatch.setenv(_native.ENVIRONMENT, "1")
+    monkeypatch.setenv(_cpu_kernel.ENVIRONMENT, "1")
     assert _kernel_calls(jax.jit(lambda x, s, d: gather_aggregate(x, s, d, 7)), x, ids, ids) == 1
 
 
@@ -58,7 +58,7 @@ def test_equals_the_two_steps_to_the_bit(shape, edges):
     table = jnp.asarray(rng.standard_normal(shape), jnp.float32)
     src, dst = _edges(rng, edges, shape[0], 6 * (shape[0] // 9))
     segments = 6 * (shape[0] // 9)
-    run = jax.jit(lambda t, s, d: _native.gather_scatter_add(t, s, d, segments))
+    run = jax.jit(lambda t, s, d: _cpu_kernel.gather_scatter_add(t, s, d, segments))
     assert _kernel_calls(run, table, src, dst) == 1
     got = np.asarray(run(table, src, dst))
     assert got.shape == (segments,) + shape[1:] and got.dtype == np.float32
@@ -76,7 +76,7 @@ def test_float64_and_int64_ids_past_int32():
         # 2**32 + 1 would be 1 after a plain cast to int32; -1 would be row 3 after a wrap
         src = jnp.asarray([0, 2**32 + 1, -1, 3, 1], jnp.int64)
         dst = jnp.asarray([0, 1, 1, 2**32, 1], jnp.int64)
-        got = _native.gather_scatter_add(table, src, dst, 3)
+        got = _cpu_kernel.gather_scatter_add(table, src, dst, 3)
         assert got.dtype == jnp.float64
         np.testing.assert_array_equal(np.asarray(got), [[1, 2, 3], [4, 5, 6], [0, 0, 0]])
 
@@ -85,26 +85,26 @@ def test_invalid_ids_add_nothing():
     table = jnp.arange(1, 13, dtype=jnp.float32).reshape(4, 3)
     src = jnp.asarray([0, -1, 3, 4, 1] * 4, jnp.int32)  # -1 must not read row 3
     dst = jnp.asarray([0, 1, -1, 1, 2] * 4, jnp.int32)  # -1 must not reach segment 2
-    got = np.asarray(_native.gather_scatter_add(table, src, dst, 3))
+    got = np.asarray(_cpu_kernel.gather_scatter_add(table, src, dst, 3))
     np.testing.assert_array_equal(got, [[4, 8, 12], [0, 0, 0], [16, 20, 24]])
 
 
 def test_empty_sizes():
     table = jnp.ones((4, 3), jnp.float32)
     ids = jnp.asarray([0, 1], jnp.int32)
-    assert np.asarray(_native.gather_scatter_add(table, ids[:0], ids[:0], 5)).tolist() == \
+    assert np.asarray(_cpu_kernel.gather_scatter_add(table, ids[:0], ids[:0], 5)).tolist() == \
         [[0.0] * 3] * 5
-    assert _native.gather_scatter_add(table, ids, ids, 0).shape == (0, 3)
-    assert float(_native.gather_scatter_add(table[:0], ids, ids, 2).sum()) == 0.0
-    assert _native.gather_scatter_add(jnp.ones((4, 0)), ids, ids, 2).shape == (2, 0)
+    assert _cpu_kernel.gather_scatter_add(table, ids, ids, 0).shape == (0, 3)
+    assert float(_cpu_kernel.gather_scatter_add(table[:0], ids, ids, 2).sum()) == 0.0
+    assert _cpu_kernel.gather_scatter_add(jnp.ones((4, 0)), ids, ids, 2).shape == (2, 0)
 
 
 def test_bad_arguments():
     ids = jnp.zeros(3, jnp.int32)
     with pytest.raises(TypeError, match="float32 or float64, got int32"):
-        _native.gather_scatter_add(jnp.ones((4, 2), jnp.int32), ids, ids, 2)
+        _cpu_kernel.gather_scatter_add(jnp.ones((4, 2), jnp.int32), ids, ids, 2)
     with pytest.raises(ValueError, match=r"expected table \[M, \*F\], src \[E\], dst \[E\]"):
-        _native.gather_scatter_add(jnp.ones((4, 2)), ids, ids[:2], 2)
+        _cpu_kernel.gather_scatter_add(jnp.ones((4, 2)), ids, ids[:2], 2)
 
 
 def test_gradient_jvp_and_hessian_equal_the_two_steps():
@@ -116,7 +116,7 @@ def test_gradient_jvp_and_hessian_equal_the_two_steps():
     def loss(f):
         return lambda t: ((f(t, src, dst, 5) * w) ** 2).sum()
 
-    grad = jax.jit(jax.grad(loss(_native.gather_scatter_add)))
+    grad = jax.jit(jax.grad(loss(_cpu_kernel.gather_scatter_add)))
     assert _kernel_calls(grad, table) == 2  # forward, and the transpose (src and dst swapped)
     np.testing.assert_array_equal(np.asarray(grad(table)),
                                   np.asarray(jax.jit(jax.grad(loss(_two_steps)))(table)))
@@ -129,10 +129,10 @@ def test_gradient_jvp_and_hessian_equal_the_two_steps():
             expected[s] += back[d]
     np.testing.assert_allclose(np.asarray(grad(table)), expected, rtol=1e-5, atol=1e-6)
     tangent = jnp.asarray(rng.standard_normal((9, 2)), jnp.float32)
-    _, jvp = jax.jvp(lambda t: _native.gather_scatter_add(t, src, dst, 5), (table,), (tangent,))
+    _, jvp = jax.jvp(lambda t: _cpu_kernel.gather_scatter_add(t, src, dst, 5), (table,), (tangent,))
     np.testing.assert_allclose(np.asarray(jvp), _loop(tangent, src, dst, 5), rtol=1e-5,
                                atol=1e-6)
-    np.testing.assert_allclose(np.asarray(jax.hessian(loss(_native.gather_scatter_add))(table)),
+    np.testing.assert_allclose(np.asarray(jax.hessian(loss(_cpu_kernel.gather_scatter_add))(table)),
                                np.asarray(jax.hessian(loss(_two_steps))(table)), rtol=1e-5,
                                atol=1e-6)
 
@@ -141,19 +141,19 @@ def test_vmap_of_tables_is_one_call_and_of_ids_too():
     rng = np.random.default_rng(3)
     tables = jnp.asarray(rng.standard_normal((4, 9, 3)), jnp.float32)
     src, dst = _edges(rng, 40, 9, 6)
-    run = jax.jit(jax.vmap(lambda t: _native.gather_scatter_add(t, src, dst, 6)))
+    run = jax.jit(jax.vmap(lambda t: _cpu_kernel.gather_scatter_add(t, src, dst, 6)))
     assert _kernel_calls(run, tables) == 1  # the batch is a feature axis
     got = np.asarray(run(tables))
     for b in range(4):
         np.testing.assert_allclose(got[b], _loop(tables[b], src, dst, 6), rtol=1e-5, atol=1e-6)
     srcs = jnp.stack([_edges(np.random.default_rng(b), 40, 9, 6)[0] for b in range(4)])
-    both = jax.jit(jax.vmap(lambda t, s: _native.gather_scatter_add(t, s, dst, 6)))
+    both = jax.jit(jax.vmap(lambda t, s: _cpu_kernel.gather_scatter_add(t, s, dst, 6)))
     assert _kernel_calls(both, tables, srcs) == 1  # graphs stacked, ids moved by b rows
     got = np.asarray(both(tables, srcs))
     for b in range(4):  # an invalid id of graph b must not reach graph b + 1
         np.testing.assert_allclose(got[b], _loop(tables[b], srcs[b], dst, 6), rtol=1e-5,
                                    atol=1e-6)
-    grads = jax.vmap(jax.grad(lambda t, s: (_native.gather_scatter_add(t, s, dst, 6) ** 2)
+    grads = jax.vmap(jax.grad(lambda t, s: (_cpu_kernel.gather_scatter_add(t, s, dst, 6) ** 2)
                               .sum()))(tables, srcs)
     want = jax.vmap(jax.grad(lambda t, s: (_two_steps(t, s, dst, 6) ** 2).sum()))(tables, srcs)
     np.testing.assert_array_equal(np.asarray(grads), np.asarray(want))
@@ -165,8 +165,8 @@ def test_concurrent_calls_do_not_deadlock():
     rng = np.random.default_rng(4)
     a = jnp.asarray(rng.standard_normal((5000, 64)), jnp.float32)
     src, dst = (jnp.asarray(rng.integers(0, 5000, 80_000), jnp.int32) for _ in range(2))
-    both = jax.jit(lambda a, s, d: (_native.gather_scatter_add(a, s, d, 5000),
-                                    _native.gather_scatter_add(2 * a, d, s, 5000)))
+    both = jax.jit(lambda a, s, d: (_cpu_kernel.gather_scatter_add(a, s, d, 5000),
+                                    _cpu_kernel.gather_scatter_add(2 * a, d, s, 5000)))
     want = [np.asarray(v) for v in both(a, src, dst)]
     results, errors = [], []
 
@@ -216,52 +216,52 @@ def test_gather_aggregate_half_accumulates_in_float32():
 
 
 def test_fingerprint_and_build_errors(tmp_path, monkeypatch):
-    first = _native.library_path()
+    first = _cpu_kernel.library_path()
     assert first.name.startswith("libtorch2jax_ops_cpu-") and first.suffix == ".so"
     copy = tmp_path / "gather_scatter_add.cc"
-    copy.write_text(_native.SOURCE.read_text() + "\n// edited\n")
-    monkeypatch.setattr(_native, "SOURCE", copy)
-    monkeypatch.setenv(_native.DIR_ENVIRONMENT, str(tmp_path / "kernels"))
-    assert _native.library_path() != first  # an edited source is never the old library
-    assert _native.library_path().parent == tmp_path / "kernels"
+    copy.write_text(_cpu_kernel.SOURCE.read_text() + "\n// edited\n")
+    monkeypatch.setattr(_cpu_kernel, "SOURCE", copy)
+    monkeypatch.setenv(_cpu_kernel.DIR_ENVIRONMENT, str(tmp_path / "kernels"))
+    assert _cpu_kernel.library_path() != first  # an edited source is never the old library
+    assert _cpu_kernel.library_path().parent == tmp_path / "kernels"
     with pytest.raises(RuntimeError, match=r"compiling gather_scatter_add.cc failed \(false "
                                            r"exited 1\)"):
-        _native.build(compiler="false", quiet=True)
+        _cpu_kernel.build(compiler="false", quiet=True)
     assert not list((tmp_path / "kernels").glob("*.so"))
     assert not list((tmp_path / "kernels").glob("tmp*"))
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
     with monkeypatch.context() as patch:
-        patch.setattr(_native.tempfile, "TemporaryDirectory", read_only)
+        patch.setattr(_cpu_kernel.tempfile, "TemporaryDirectory", read_only)
         with pytest.raises(RuntimeError, match=f"{tmp_path / 'kernels'}, which is not "
                                                f"writable \\(Permission denied\\): name a "
                                                f"writable folder with "
-                                               f"{_native.DIR_ENVIRONMENT}"):
-            _native.build(compiler="false", quiet=True)
+                                               f"{_cpu_kernel.DIR_ENVIRONMENT}"):
+            _cpu_kernel.build(compiler="false", quiet=True)
     monkeypatch.setenv("CXX", "")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(RuntimeError, match="needs a C\\+\\+17 compiler \\(no c\\+\\+ or g\\+\\+ on "
                                            "PATH\\)"):
-        _native.build(quiet=True)
+        _cpu_kernel.build(quiet=True)
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
     with pytest.raises(RuntimeError, match="CXX='.*no-such-c\\+\\+' is not found"):
-        _native.build(quiet=True)
+        _cpu_kernel.build(quiet=True)
 
 
 def test_the_kernel_lives_in_the_per_user_cache(monkeypatch, tmp_path):
     """Not in the package folder (read-only in many installs): $XDG_CACHE_HOME, else ~/.cache,
     overridden by $TORCH2JAX_OPS_KERNEL_DIR."""
-    monkeypatch.delenv(_native.DIR_ENVIRONMENT, raising=False)
+    monkeypatch.delenv(_cpu_kernel.DIR_ENVIRONMENT, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert _native.kernel_dir() == tmp_path / "xdg" / "torch2jax_ops" / "kernels"
-    assert _native.library_path().parent == _native.kernel_dir()
+    assert _cpu_kernel.kernel_dir() == tmp_path / "xdg" / "torch2jax_ops" / "kernels"
+    assert _cpu_kernel.library_path().parent == _cpu_kernel.kernel_dir()
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert _native.kernel_dir() == tmp_path / "home" / ".cache" / "torch2jax_ops" / "kernels"
-    monkeypatch.setenv(_native.DIR_ENVIRONMENT, str(tmp_path / "mine"))
-    assert _native.library_path().parent == tmp_path / "mine"
-    assert Path(_native.__file__).parent not in _native.library_path().parents
+    assert _cpu_kernel.kernel_dir() == tmp_path / "home" / ".cache" / "torch2jax_ops" / "kernels"
+    monkeypatch.setenv(_cpu_kernel.DIR_ENVIRONMENT, str(tmp_path / "mine"))
+    assert _cpu_kernel.library_path().parent == tmp_path / "mine"
+    assert Path(_cpu_kernel.__file__).parent not in _cpu_kernel.library_path().parents
 
 
 #: a process that sums gathered rows and reports whether the kernel ran, and why not
@@ -269,15 +269,15 @@ _SUM = """
 import sys, warnings
 import jax, jax.numpy as jnp, numpy as np
 warnings.simplefilter("always")
-from torch2jax_ops.geometric._edges import gather_aggregate
-from torch2jax_ops.torch_scatter import _native
+from torch2jax_ops.geometric._core._edges import gather_aggregate
+from torch2jax_ops.geometric._core import _cpu_kernel
 x = jnp.asarray(np.arange(12.0, dtype=np.float32).reshape(6, 2))
 src, dst = jnp.asarray([0, 5, 2, 2], jnp.int32), jnp.asarray([1, 1, 0, 3], jnp.int32)
 f = jax.jit(lambda x: gather_aggregate(x, src, dst, 4))
 calls = f.lower(x).as_text().count("torch2jax_ops_gather_scatter_add")
 print("calls", calls)
 print("sum", np.asarray(f(x)).ravel().tolist())
-print("error", _native.load_error())
+print("error", _cpu_kernel.load_error())
 """
 _EXPECTED_SUM = [4.0, 5.0, 10.0, 12.0, 0.0, 0.0, 4.0, 5.0]  # rows 2+2, 0+5, -, 2
 
@@ -288,29 +288,29 @@ def _python(env, code, cwd):
 
 
 def test_first_use_builds_the_kernel_into_an_empty_cache(tmp_path):
-    env = dict(os.environ, **{_native.DIR_ENVIRONMENT: str(tmp_path / "cache")})
-    env.pop(_native.ENVIRONMENT, None)
-    env.pop(_native.BUILD_ENVIRONMENT, None)
+    env = dict(os.environ, **{_cpu_kernel.DIR_ENVIRONMENT: str(tmp_path / "cache")})
+    env.pop(_cpu_kernel.ENVIRONMENT, None)
+    env.pop(_cpu_kernel.BUILD_ENVIRONMENT, None)
     done = _python(env, _SUM, ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "calls 1" in done.stdout and "error None" in done.stdout, done.stdout + done.stderr
     assert f"sum {_EXPECTED_SUM}" in done.stdout
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [_native.library_path().name]
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [_cpu_kernel.library_path().name]
     # switched off: the missing library is reported, nothing is built
-    env[_native.DIR_ENVIRONMENT] = str(tmp_path / "other")
-    env[_native.BUILD_ENVIRONMENT] = "0"
+    env[_cpu_kernel.DIR_ENVIRONMENT] = str(tmp_path / "other")
+    env[_cpu_kernel.BUILD_ENVIRONMENT] = "0"
     done = _python(env, _SUM, ROOT)
-    assert "calls 0" in done.stdout and f"{_native.BUILD_ENVIRONMENT}=0" in done.stdout
+    assert "calls 0" in done.stdout and f"{_cpu_kernel.BUILD_ENVIRONMENT}=0" in done.stdout
     assert f"sum {_EXPECTED_SUM}" in done.stdout and not (tmp_path / "other").exists()
 
 
 def _no_compiler_env(tmp_path, cxx):
     """PATH without a C++ compiler (only a folder of our own), CXX unset or missing."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CXX", _native.ENVIRONMENT,
-                                                            _native.BUILD_ENVIRONMENT)}
+    env = {k: v for k, v in os.environ.items() if k not in ("CXX", _cpu_kernel.ENVIRONMENT,
+                                                            _cpu_kernel.BUILD_ENVIRONMENT)}
     bare = tmp_path / "bin"
     bare.mkdir(exist_ok=True)
-    env.update(PATH=str(bare), **{_native.DIR_ENVIRONMENT: str(tmp_path / "cache")})
+    env.update(PATH=str(bare), **{_cpu_kernel.DIR_ENVIRONMENT: str(tmp_path / "cache")})
     if cxx:
         env["CXX"] = str(tmp_path / "no-such-c++")
     return env
@@ -350,4 +350,4 @@ def test_build_kernels_command_is_a_no_op_when_built():
                           capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"CPU kernel: {_native.library_path()}"  # no compiler line
+    assert done.stdout.strip() == f"CPU kernel: {_cpu_kernel.library_path()}"  # no compiler line
