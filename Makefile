@@ -100,7 +100,7 @@ bench-gpu:
 
 clean:
 	rm -rf $(VENV) $(NEWEST_VENV) $(REPORT) .pytest_cache .hypothesis
-	rm -f torch2jax_ops/geometric/_core/_kernels/*.so  # where older versions built it
+	rm -f torch2jax_ops/torch_scatter/_kernels/*.so  # where older versions built it
 
 # PyG's own example models through from_torch + compare_modules (benchmarks/PYG_EXAMPLES.md).
 # Needs a PyG source checkout: make pyg-examples PYG_SRC=/path/to/pytorch_geometric
