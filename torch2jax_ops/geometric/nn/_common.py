@@ -172,14 +172,19 @@ def refuse_sparse(edge_index: Any, *, op: str, why: str, name: str = "edge_index
                          f"utils.to_edge_index(adj_t)[0][::-1]: sources first)")
 
 
-def edge_values(values: Any, edge_index: jax.Array, name: str, *, op: str) -> Optional[jax.Array]:
-    """Per-edge weights or features: one row per edge, or None."""
+def edge_values(values: Any, edge_index: jax.Array, name: str, *, op: str,
+                vector: bool = False) -> Optional[jax.Array]:
+    """Per-edge weights or features: one row per edge, or None; ``vector=True``: one
+    weight per edge ``[E]``."""
     if values is None:
         return None
     values = as_array(values, name, op=op)
     if values.ndim == 0 or values.shape[0] != edge_index.shape[1]:
         raise ValueError(f"{op}: `{name}` must have one row per edge ({edge_index.shape[1]}), "
                          f"got shape {tuple(values.shape)}")
+    if vector and values.ndim != 1:
+        raise ValueError(f"{op}: `{name}` must be one weight per edge [E], got shape "
+                         f"{tuple(values.shape)}")
     return values
 
 

@@ -34,7 +34,7 @@ __all__ = ["get_laplacian", "get_laplacian_static"]
 _NORMALIZATIONS = (None, "sym", "rw")
 
 
-def _check(normalization: Any, *, op: str) -> None:
+def check_normalization(normalization: Any, *, op: str) -> None:
     if normalization not in _NORMALIZATIONS:
         raise ValueError(f"{op}: `normalization` must be None, 'sym' or 'rw' (PyG's "
                          f"'Invalid normalization'), got {normalization!r}")
@@ -95,11 +95,22 @@ def get_laplacian_static(edge_index: ArrayLike, edge_weight: Optional[ArrayLike]
       output.
     """
     op = "get_laplacian_static"
-    _check(normalization, op=op)
+    check_normalization(normalization, op=op)
     edge_index = edge_array(edge_index, op=op)
     n = node_count(num_nodes, edge_index, op=op)
     edge_array(edge_index, n, op=op)
     edge_weight = _weights(edge_weight, edge_index, dtype, op=op)
+    return laplacian_static(edge_index, edge_weight, normalization, n)
+
+
+def laplacian_static(edge_index: jax.Array, edge_weight: Optional[jax.Array],
+                     normalization: Optional[str], n: int,
+                     dtype: Any = None) -> tuple[jax.Array, jax.Array]:
+    """:func:`get_laplacian_static` on a checked graph (a layer's): ``edge_index [2, E]``
+    ids in ``[0, n]``, ``edge_weight`` None (ones of ``dtype``) or ``[E]``,
+    ``normalization`` one of PyG's three. Validates nothing again."""
+    if edge_weight is None:
+        edge_weight = jnp.ones((edge_index.shape[1],), jnp.float32 if dtype is None else dtype)
     return _laplacian(route_self_loops(edge_index, n), edge_weight, normalization, n)
 
 
@@ -128,7 +139,7 @@ def get_laplacian(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = None
       :func:`get_laplacian_static`.
     """
     op = "get_laplacian"
-    _check(normalization, op=op)
+    check_normalization(normalization, op=op)
     edge_index = edge_array(edge_index, op=op)
     _concrete(edge_index, "get_laplacian_static", op=op)
     edge_weight = _weights(edge_weight, edge_index, dtype, op=op)

@@ -22,7 +22,7 @@ from .._core._edges import aggregate, edge_array, node_count
 
 __all__ = ["add_self_loops", "append_self_loops", "loop_attributes", "route_self_loops",
            "add_remaining_self_loops",
-           "add_remaining_self_loops_static",
+           "add_remaining_self_loops_static", "remaining_loops_static",
            "remove_self_loops", "remove_self_loops_static"]
 
 FillValue = Union[None, float, int, str, jax.Array]
@@ -164,11 +164,23 @@ def add_remaining_self_loops_static(edge_index: ArrayLike,
     edge_index = edge_array(edge_index, op=op)
     n = node_count(num_nodes, edge_index, op=op)
     edge_array(edge_index, n, op=op)
+    edge_attr = _attr(edge_attr, edge_index.shape[1], op=op)
+    return remaining_loops_static(edge_index, edge_attr, fill_value, n, op=op)
+
+
+def remaining_loops_static(edge_index: jax.Array, edge_attr: Optional[jax.Array],
+                           fill_value: FillValue, n: int, *,
+                           op: str) -> tuple[jax.Array, Optional[jax.Array]]:
+    """:func:`add_remaining_self_loops_static` on checked inputs (a layer's graph).
+
+    Trusts its inputs: ``edge_index [2, E]`` integer ids in ``[0, n]`` and ``edge_attr``
+    ``None`` or ``[E, *F]``, as :func:`add_remaining_self_loops_static` and the layers'
+    ``graph_input`` leave them; it validates nothing again.
+    """
     num_edges = edge_index.shape[1]
     loop = edge_index[0] == edge_index[1]
     out_index = jnp.concatenate([route_self_loops(edge_index, n), _loops(n, edge_index.dtype)],
                                 axis=1)
-    edge_attr = _attr(edge_attr, num_edges, op=op)
     if edge_attr is None:
         return out_index, None
     loop_attr = loop_attributes(edge_attr, fill_value, edge_index[1], n, op=op)

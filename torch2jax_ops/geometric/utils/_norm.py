@@ -10,9 +10,9 @@ from jax.typing import ArrayLike
 from ..._checking import as_array
 from ..._sharding import OutSharding, sharding_aware
 from .._core._edges import aggregate, check_ids, edge_array, gather, node_count
-from ._loops import add_remaining_self_loops, add_remaining_self_loops_static
+from ._loops import add_remaining_self_loops, remaining_loops_static
 
-__all__ = ["degree", "gcn_norm", "gcn_norm_static"]
+__all__ = ["degree", "gcn_norm", "gcn_norm_static", "count_ids", "gcn_weights_static"]
 
 
 @sharding_aware
@@ -30,6 +30,12 @@ def degree(index: ArrayLike, num_nodes: Optional[int] = None, dtype: Any = None,
                          f"shape {tuple(index.shape)} and dtype {index.dtype}")
     n = node_count(num_nodes, index, index_name="index", op=op)
     check_ids(index, n, "index", op=op)
+    return count_ids(index, n, dtype)
+
+
+def count_ids(index: jax.Array, n: int, dtype: Any = None) -> jax.Array:
+    """:func:`degree` on checked ids (``[E]`` integers in ``[0, n]``; ``n`` not counted):
+    what layers call with their graph's or batch's ids. Validates nothing again."""
     dtype = jnp.float32 if dtype is None else dtype
     return jax.ops.segment_sum(jnp.ones(index.shape, dtype), index, n)
 
@@ -101,7 +107,22 @@ def gcn_norm_static(edge_index: ArrayLike, edge_weight: Optional[ArrayLike] = No
     """
     op = "gcn_norm_static"
     edge_index, edge_weight, n = _arguments(edge_index, edge_weight, num_nodes, flow, op=op)
+    return gcn_weights_static(edge_index, edge_weight, n, improved=improved,
+                              add_self_loops=add_self_loops, flow=flow, dtype=dtype)
+
+
+def gcn_weights_static(edge_index: jax.Array, edge_weight: Optional[jax.Array], n: int, *,
+                       improved: bool = False, add_self_loops: bool = True,
+                       flow: str = "source_to_target",
+                       dtype: Any = None) -> tuple[jax.Array, jax.Array]:
+    """:func:`gcn_norm_static` on a checked graph, as the layers hold it after
+    ``graph_input``: ``edge_index [2, E]`` ids in ``[0, n]``, ``edge_weight`` None or
+    ``[E]``, ``flow`` one of PyG's two. Validates nothing again.
+
+    Returns ``(edge_index [2, E + n], edge_weight [E + n])`` with self-loops, else
+    ``[2, E]`` / ``[E]``.
+    """
     if add_self_loops:
-        edge_index, edge_weight = add_remaining_self_loops_static(
-            edge_index, edge_weight, 2.0 if improved else 1.0, num_nodes=n)
+        edge_index, edge_weight = remaining_loops_static(
+            edge_index, edge_weight, 2.0 if improved else 1.0, n, op="gcn_norm_static")
     return _normalise(edge_index, edge_weight, n, flow, dtype)

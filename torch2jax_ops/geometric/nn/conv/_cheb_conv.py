@@ -11,7 +11,7 @@ from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, ModuleList, register_converter
 from ..._core._edges import gather
-from ...utils._laplacian import get_laplacian_static
+from ...utils._laplacian import check_normalization, laplacian_static
 from ._propagation import WeightedPropagation, check_common, convert_aggr, edges_for, node_features
 
 __all__ = ["ChebConv"]
@@ -45,13 +45,17 @@ class ChebConv(WeightedPropagation):
     aggr: str = eqx.field(static=True, default="add")
     aggr_module: Any = None
 
+    def __check_init__(self):
+        check_normalization(self.normalization, op="ChebConv")
+
     @property
     def K(self) -> int:
         return len(self.lins)
 
     def _norm(self, edge_index, num_nodes, edge_weight, lambda_max, dtype, batch, op):
-        edge_index, weight = get_laplacian_static(edge_index, edge_weight, self.normalization,
-                                                  dtype, num_nodes=num_nodes)
+        # edges_for checked the graph, __check_init__ the normalization
+        edge_index, weight = laplacian_static(edge_index, edge_weight, self.normalization,
+                                              num_nodes, dtype)
         kept = edge_index[0] < num_nodes  # PyG has no dropped slots: keep them out of the max
         if lambda_max is None:
             lambda_max = 2.0 * jnp.max(jnp.where(kept, weight, -jnp.inf))

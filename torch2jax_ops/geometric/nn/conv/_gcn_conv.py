@@ -12,7 +12,7 @@ from ....nn import Converter, Linear, register_converter
 from ....nn._convert import state_arrays
 from ..._core._adjacency import Adjacency, gcn_norm_sparse
 from ..._core._edges import aggregate, gather, is_sparse_matrix
-from ...utils._norm import gcn_norm_static
+from ...utils._norm import gcn_weights_static
 from .._common import (
     check_flow,
     edge_values,
@@ -64,12 +64,13 @@ class GCNConv(eqx.Module):
             return out if self.bias is None else out + self.bias
         graph = graph_input(edge_index, x, x, op=op)
         edge_index = graph.edge_index
-        edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op)
+        edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op,
+                                  vector=self.normalize)
         n = x.shape[0]
         h = self.lin(x)
-        if self.normalize:
-            edge_index, edge_weight = gcn_norm_static(
-                edge_index, edge_weight, num_nodes=n, improved=self.improved,
+        if self.normalize:  # the graph is checked: gcn_norm_static's trusting form
+            edge_index, edge_weight = gcn_weights_static(
+                edge_index, edge_weight, n, improved=self.improved,
                 add_self_loops=self.add_self_loops, dtype=h.dtype)
         out = aggregate(weighted(gather(h, edge_index[0]), edge_weight), edge_index[1], n,
                         indices_sorted=graph.sorted and not self.normalize)

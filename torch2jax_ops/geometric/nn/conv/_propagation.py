@@ -33,7 +33,7 @@ from ....nn._layers import dropout
 from ....nn._registry import converter_for
 from ..._core._adjacency import adjacency, normalized_matrix
 from ..._core._edges import edge_array, is_sparse_matrix
-from ...utils._norm import gcn_norm_static
+from ...utils._norm import gcn_weights_static
 from .._common import check_flow, edge_values, effective_aggr, refuse_sparse, spmm_adjacency
 from .._message_passing import MessagePassing, aggregate_along
 
@@ -96,11 +96,7 @@ def edges_for(edge_index: Any, edge_weight: Any, num_nodes: int, *, op: str,
         edge_weight = edge_values(edge_weight, adj.edge_index, "edge_weight", op=op)
         return edge_index, edge_weight
     edge_index = edge_array(edge_index, num_nodes, op=op)
-    edge_weight = edge_values(edge_weight, edge_index, "edge_weight", op=op)
-    if edge_weight is not None and edge_weight.ndim != 1:
-        raise ValueError(f"{op}: `edge_weight` must be one weight per edge [E], got shape "
-                         f"{tuple(edge_weight.shape)}")
-    return edge_index, edge_weight
+    return edge_index, edge_values(edge_weight, edge_index, "edge_weight", op=op, vector=True)
 
 
 def gcn_normalized(edge_index: Any, edge_weight: Optional[jax.Array], num_nodes: int,
@@ -114,8 +110,8 @@ def gcn_normalized(edge_index: Any, edge_weight: Optional[jax.Array], num_nodes:
     if is_sparse_matrix(edge_index):
         adj = adjacency(edge_index, op="gcn_norm", coalesce=add_self_loops)
         return normalized_matrix(adj, add_self_loops=add_self_loops, dtype=dtype), None
-    return gcn_norm_static(edge_index, edge_weight, num_nodes=num_nodes, improved=False,
-                           add_self_loops=add_self_loops, dtype=dtype)
+    return gcn_weights_static(edge_index, edge_weight, num_nodes,
+                              add_self_loops=add_self_loops, dtype=dtype)
 
 
 def spmm_message_and_aggregate(self: Any, adj_t: Any, x: jax.Array) -> jax.Array:

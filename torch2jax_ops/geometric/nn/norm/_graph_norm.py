@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
-from ...utils._norm import degree
+from ...utils._norm import count_ids
 from ._common import graph_ids, per_graph, spread
 
 __all__ = ["GraphNorm", "GraphSizeNorm", "MeanSubtractionNorm"]
@@ -59,7 +59,7 @@ class GraphSizeNorm(eqx.Module):
         op = "GraphSizeNorm"
         x = as_array(x, "x", op=op)
         batch, b = graph_ids(x, batch, batch_size, op=op)
-        inv_sqrt_deg = degree(batch, b, dtype=x.dtype) ** -0.5
+        inv_sqrt_deg = count_ids(batch, b, x.dtype) ** -0.5
         return x * spread(inv_sqrt_deg, batch).reshape(-1, 1)
 
 

@@ -11,7 +11,7 @@ from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
 from ....nn._state import record_update
-from ...utils._norm import degree
+from ...utils._norm import count_ids
 from ._common import graph_ids, per_graph, spread
 
 __all__ = ["InstanceNorm"]
@@ -79,7 +79,7 @@ class InstanceNorm(eqx.Module):
             return out
         batch, b = graph_ids(x, batch, batch_size, op=op)
         if input_stats:
-            norm = jnp.maximum(degree(batch, b, dtype=x.dtype), 1).reshape(-1, 1)
+            norm = jnp.maximum(count_ids(batch, b, x.dtype), 1).reshape(-1, 1)
             unbiased_norm = jnp.maximum(norm - 1, 1)
             mean = per_graph(x, batch, b, op=op) / norm
             x = x - spread(mean, batch)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, register_converter
-from ...utils._norm import degree
+from ...utils._norm import count_ids
 from ._common import graph_ids, per_graph, spread
 
 __all__ = ["LayerNorm"]
@@ -60,7 +60,7 @@ class LayerNorm(eqx.Module):
             out = x / (jnp.sqrt(jnp.mean(jnp.square(x - jnp.mean(x)))) + self.eps)
         else:
             batch, b = graph_ids(x, batch, batch_size, op=op)
-            norm = jnp.maximum(degree(batch, b, dtype=x.dtype), 1) * x.shape[-1]
+            norm = jnp.maximum(count_ids(batch, b, x.dtype), 1) * x.shape[-1]
             norm = norm.reshape(-1, 1)
             mean = jnp.sum(per_graph(x, batch, b, op=op), axis=-1, keepdims=True) / norm
             x = x - spread(mean, batch)
