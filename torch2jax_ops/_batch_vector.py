@@ -46,11 +46,17 @@ class BatchVector:
     use when none is passed: ``from_pyg`` sets the largest graph's size (PyG's
     rule), padded batches leave it None, meaning ``N`` (every graph fits, and
     the shape is fixed per ladder level).
+
+    ``padded`` (static): the batch of a :class:`~torch2jax_ops.geometric.PaddedGraph`,
+    whose highest graph id with nodes (below ``num_graphs``) is the padding graph, not a
+    real one. Ops whose result depends on the widest graph (``LCMAggregation``'s tree)
+    leave it out, as PyG never sees it.
     """
-    __slots__ = ("ids", "num_graphs", "max_num_nodes")
+    __slots__ = ("ids", "num_graphs", "max_num_nodes", "padded")
     __hash__ = None  # type: ignore[assignment]  # == is elementwise, as on arrays
 
-    def __init__(self, ids: Any, num_graphs: int, max_num_nodes: Optional[int] = None):
+    def __init__(self, ids: Any, num_graphs: int, max_num_nodes: Optional[int] = None,
+                 padded: bool = False):
         if isinstance(ids, BatchVector):
             ids = ids.ids
         for name, value in (("num_graphs", num_graphs), ("max_num_nodes", max_num_nodes)):
@@ -70,12 +76,15 @@ class BatchVector:
         object.__setattr__(self, "num_graphs", int(num_graphs))
         object.__setattr__(self, "max_num_nodes",
                            None if max_num_nodes is None else int(max_num_nodes))
+        if not isinstance(padded, bool):
+            raise TypeError(f"BatchVector: `padded` must be a bool, got {type(padded).__name__}")
+        object.__setattr__(self, "padded", padded)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("BatchVector is immutable")
 
     def tree_flatten(self):
-        return (self.ids,), (self.num_graphs, self.max_num_nodes)
+        return (self.ids,), (self.num_graphs, self.max_num_nodes, self.padded)
 
     @classmethod
     def tree_unflatten(cls, static: tuple, children: tuple) -> BatchVector:
@@ -83,10 +92,12 @@ class BatchVector:
         object.__setattr__(obj, "ids", children[0])
         object.__setattr__(obj, "num_graphs", static[0])
         object.__setattr__(obj, "max_num_nodes", static[1])
+        object.__setattr__(obj, "padded", static[2])
         return obj
 
     def __repr__(self) -> str:
         extra = "" if self.max_num_nodes is None else f", max_num_nodes={self.max_num_nodes}"
+        extra += ", padded=True" if self.padded else ""
         return f"BatchVector({self.ids!r}, num_graphs={self.num_graphs}{extra})"
 
     # -- the ids' array interface (results are plain arrays) -------------------------------

@@ -77,7 +77,7 @@ class PaddedGraph(_PaddedGraphFields):
                 y=None, seed_mask=None, extras=None):
         if batch is not None and not isinstance(batch, BatchVector) and \
                 hasattr(batch, "shape") and hasattr(graph_mask, "shape"):
-            batch = BatchVector(batch, graph_mask.shape[0])
+            batch = BatchVector(batch, graph_mask.shape[0], padded=True)
         return super().__new__(cls, x, edge_index, edge_attr, batch, node_mask, edge_mask,
                                graph_mask, y, seed_mask, {} if extras is None else extras)
 

@@ -20,7 +20,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...._batch_vector import graph_count
+from ...._batch_vector import BatchVector, graph_count
 from ...._checking import Reduction, as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn._state import key_scope
@@ -39,13 +39,16 @@ class Grouping(NamedTuple):
     ``indexed``: ``index`` was given (or made: no ``index`` and no ``ptr`` is one
     group); ``ptr``: the CSR offsets when only ``ptr`` was given (PyG then
     reduces with ``segment``: torch_scatter's ``segment_csr``, whose min/max
-    send the gradient to the first extremum).
+    send the gradient to the first extremum); ``padded``: ``index`` is a padded
+    batch's :class:`~torch2jax_ops.BatchVector`, whose highest group with elements is
+    the padding graph.
     """
     ids: jax.Array
     n: int
     axis: int
     indexed: bool
     ptr: Optional[jax.Array] = None
+    padded: bool = False
 
 
 def prepare(x: Any, index: Any, ptr: Any, dim_size: Any, dim: Any, *, op: str,
@@ -77,6 +80,7 @@ def prepare(x: Any, index: Any, ptr: Any, dim_size: Any, dim: Any, *, op: str,
         raise NotImplementedError(f"{op}: this aggregation requires 'index' to be specified "
                                   f"(as in PyG); pass index=... (the group of each element)")
     if index is not None:
+        padded = isinstance(index, BatchVector) and index.padded
         dim_size = graph_count(index, dim_size)
         index = as_array(index, "index", op=op)
         if index.ndim != 1 or index.shape[0] != length or \
@@ -87,7 +91,7 @@ def prepare(x: Any, index: Any, ptr: Any, dim_size: Any, dim: Any, *, op: str,
         n = node_count(dim_size, index, "dim_size", index_name="index",
                        hint="the number of groups (num_nodes)", op=op)
         check_ids(index, n, "index", op=op)
-        return x, Grouping(index, n, axis, True)
+        return x, Grouping(index, n, axis, True, padded=padded)
     n = int(dim_size)
     return x, Grouping(csr_ids(ptr, length), n, axis, False, ptr)
 

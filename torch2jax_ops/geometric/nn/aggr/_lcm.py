@@ -28,7 +28,9 @@ class LCMAggregation(Aggregation):
     static width (``E``, or the exact ``W`` for concrete ids) and runs the tree with
     PyG's ``W`` as a traced size: slots past the current size are ignored, the odd slot
     moves up as in PyG, and the levels past ``ceil(log2 W)`` leave the result as it is,
-    so every batch gets PyG's numbers from one compiled program.
+    so every batch gets PyG's numbers from one compiled program. With a padded batch's
+    ``BatchVector`` (``JaxLoader``, ``pad_graph``) ``W`` is the widest real graph: the
+    padding graph is left out, as PyG never sees it (its own row is padding).
 
     Arrays: ``gru_cell.*`` (a ``GRUCell(F_out, F_out)``) and, with ``project``,
     ``lin.weight [F_out, F_in]``, ``lin.bias [F_out]``.
@@ -52,6 +54,11 @@ class LCMAggregation(Aggregation):
             width = int(np.bincount(ids, minlength=g.n).max()) if g.n and ids.size else 0
         dense, _ = to_dense_batch(x, g.ids, max_num_nodes=width, batch_size=g.n)
         h = jnp.moveaxis(dense, 1, 0)  # [W, G, F]
+        if g.padded and g.n:
+            # a padded batch: its padding graph (the highest group with elements) is not
+            # PyG's, whose W is the widest real group
+            pad = jnp.max(jnp.where(g.ids < g.n, g.ids, -1))
+            counts = jnp.where(jnp.arange(g.n) == pad, 0, counts)
         size = jnp.max(counts) if g.n else jnp.asarray(0, jnp.int32)  # PyG's W
         if width == 0:
             return jnp.zeros((g.n, h.shape[-1]), x.dtype)

@@ -205,6 +205,7 @@ def _pool(select: SelectTopK, x, edge_index, edge_attr, batch, attn, num_graphs,
                              f"({edge_index.shape[1]}), got shape {tuple(edge_attr.shape)}")
     # the pooled batch carries the count on when it came with one or was read off the data
     carried = isinstance(batch, BatchVector) or (batch is not None and num_graphs is None)
+    padded = isinstance(batch, BatchVector) and batch.padded  # the padding graph stays last
     num_graphs = graph_count(batch, num_graphs)
     batch, b = _graph_ids(x, batch, num_graphs, op=op)
     attn = x if attn is None else as_array(attn, "attn", op=op)
@@ -225,7 +226,7 @@ def _pool(select: SelectTopK, x, edge_index, edge_attr, batch, attn, num_graphs,
         k, e = int(jnp.sum(kept)), int(jnp.sum(edge_index[0] < n))
         return (x[:k], edge_index[:, :e], None if edge_attr is None else edge_attr[:e],
                 out_batch[:k], perm[:k], score[:k])
-    pooled: Any = BatchVector(out_batch, b) if carried else out_batch
+    pooled: Any = BatchVector(out_batch, b, padded=padded) if carried else out_batch
     return x, edge_index, edge_attr, pooled, perm, score
 
 
