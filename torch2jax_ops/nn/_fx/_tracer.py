@@ -33,12 +33,12 @@ from typing import Any, Callable, Iterator, Optional, cast
 import jax
 import numpy as np
 
-from .._batch_vector import BatchVector, declared_max, ids_of, plain_ids
-from .._checking import is_array
-from .._sharding import OutSharding, sharding_aware
-from . import _masked, _pooled
-from ._convert import Converter, UnsupportedModuleError
-from ._registry import (
+from ..._batch_vector import BatchVector, declared_max, ids_of, plain_ids
+from ..._checking import is_array
+from ..._sharding import OutSharding, sharding_aware
+from .. import _masked, _pooled
+from .._convert import Converter, UnsupportedModuleError
+from .._registry import (
     class_path,
     converter_for,
     functions,
@@ -46,12 +46,12 @@ from ._registry import (
     methods,
     register_fallback,
 )
-from ._state import key_scope, next_key  # noqa: F401  (next_key: the table's random ops)
+from .._state import key_scope, next_key  # noqa: F401  (next_key: the table's random ops)
 
 __all__ = ["TracedModule", "TorchCallable", "convert_traced", "resolve", "user_frame",
            "Unsupported", "trace_with"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # --------------------------------------------------------------------- the mapping
@@ -113,7 +113,7 @@ def _shifted_pair(node: Any, values: dict) -> Optional[tuple]:
 
 
 def _long_dtype() -> Any:
-    from ._functions_base import long_dtype
+    from .._functions_base import long_dtype
     return long_dtype()
 
 
@@ -557,7 +557,7 @@ def _make_tracer_class() -> type:
             prefix, _, rest = target.rpartition(".")
             while prefix:
                 if prefix in self.submodules:
-                    from ._naming import named_arrays
+                    from .._naming import named_arrays
                     found = dict(named_arrays(self.submodules[prefix])).get(rest)
                     if found is None:  # never the torch tensor: its gradient would be lost
                         raise UnsupportedModuleError(
@@ -1126,7 +1126,7 @@ class _Program:
         """A tensor the forward reads from outside its parameters, as a JAX constant (cached)."""
         key = id(tensor)
         if key not in self.constants:
-            from ..dlpack import to_jax
+            from ...dlpack import to_jax
             # integer constants (offsets, type ids the forward builds with torch.tensor) are
             # int64 in torch: int32 without JAX's 64-bit mode, their range checked
             self.constants[key] = (tensor, to_jax(tensor, device=self.device,
