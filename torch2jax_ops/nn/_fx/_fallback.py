@@ -42,10 +42,8 @@ def _children(module: Any, ctx: Converter) -> dict:
         for name, sub in m.named_children():
             path = prefix + name
             if is_leaf(sub):
-                child_ctx = Converter(ctx.copy, f"{ctx.path}.{path}" if ctx.path else path,
-                                      ctx.device, ctx.memo)
                 try:
-                    children[path] = child_ctx.convert(sub)
+                    children[path] = ctx.child(sub, path)
                 except UnsupportedModuleError as exc:
                     hint = "" if converter_for(type(sub)) is not None else \
                         f"\nRegister a port for {type(sub).__name__}:\n{_example(type(sub))}"
