@@ -6,7 +6,7 @@ whole: ``call_module`` leaves), its other parameters and buffers become JAX
 arrays under their torch names. Calling the port runs the module's own
 ``forward`` under a ``torch.fx`` tracer whose proxies carry JAX values
 ("lockstep" tracing): every ``call_function`` / ``call_method`` node is looked
-up once in the mapping table (:mod:`._registry`) and evaluated in JAX on the
+up once in the mapping table (:mod:`.._registry`) and evaluated in JAX on the
 spot. So
 
 * shapes are concrete while the forward runs: ``x.size(-1)``, ``x.dim() == 1``,
