@@ -1,4 +1,4 @@
-"""torch.autograd.grad inside a converted forward (nn/_fx.py, _autograd_grad): forces as
+"""torch.autograd.grad inside a converted forward (nn/_fx/_autograd.py, autograd_grad): forces as
 -d energy / d pos, PyG's EquilibriumAggregation inner optimiser. The recorded graph from
 the inputs to the outputs is evaluated again as a function and differentiated by jax.vjp."""
 import jax.numpy as jnp

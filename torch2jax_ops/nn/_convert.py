@@ -6,7 +6,7 @@ its registered submodules kept as leaves, and its forward interpreted in JAX.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar, overload
 
 import jax
 
@@ -15,6 +15,8 @@ from ._registry import class_path, converter_for, converters, fallback, family_c
 
 __all__ = ["from_torch", "Converter", "UnsupportedModuleError", "supported_modules",
            "state_arrays"]
+
+_Port = TypeVar("_Port")
 
 
 #: torch's own hooks on a module: a port never runs them
@@ -77,11 +79,20 @@ class Converter:
         self.memo[key] = (tensor, array)  # keep the tensor alive: ids are unique while it is
         return array
 
-    def child(self, module: Any, name: str) -> Any:
-        """Convert the submodule ``name`` of the current module."""
+    @overload
+    def child(self, module: Any, name: str) -> Any: ...
+    @overload
+    def child(self, module: Any, name: str,
+              convert: Callable[[Any, Converter], _Port]) -> _Port: ...
+    def child(self, module: Any, name: str,
+              convert: Optional[Callable[[Any, Converter], Any]] = None) -> Any:
+        """Convert the submodule ``name`` of the current module: by its own converter
+        (:meth:`convert`), or by ``convert(module, ctx)`` where the current module's
+        converter ports the submodule itself; ``ctx`` is the submodule's (its path in
+        errors, the shared arrays)."""
         sub = Converter(self.copy, f"{self.path}.{name}" if self.path else str(name),
                         self.device, self.memo)
-        return sub.convert(module)
+        return sub.convert(module) if convert is None else convert(module, sub)
 
     def unsupported(self, module: Any, why: str) -> UnsupportedModuleError:
         return UnsupportedModuleError(f"from_torch: cannot convert {self.where(module)}: {why}")

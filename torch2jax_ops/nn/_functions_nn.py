@@ -4,7 +4,7 @@ embedding / one_hot / pad, similarity, dropout and the random factories.
 Activation gradients follow torch at the kinks (``relu``/``leaky_relu``: the
 left side at 0; ``hardtanh``/``relu6``/``hardsigmoid``: 0 at the bounds;
 ``hardswish``: torch's piecewise derivative). Random ops draw a fresh key per
-call from the port's ``key=`` (:func:`torch2jax_ops.nn._fx.next_key`); without
+call from the port's ``key=`` (:func:`torch2jax_ops.nn._state.next_key`); without
 one they raise, saying how to pass it.
 """
 from __future__ import annotations

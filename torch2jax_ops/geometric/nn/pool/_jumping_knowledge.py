@@ -135,8 +135,7 @@ def _jumping_knowledge(m, ctx: Converter) -> JumpingKnowledge:
             raise ctx.unsupported(m, "mode was lower-cased to 'lstm' but PyG built no LSTM "
                                      "(it checks the mode before lower-casing: pass "
                                      "mode='lstm'); its forward fails in torch too")
-        sub = Converter(ctx.copy, f"{ctx.path}.lstm" if ctx.path else "lstm", ctx.device,
-                        ctx.memo)
-        return JumpingKnowledge("lstm", _bilstm(m.lstm, sub), ctx.child(m.att, "att"),
-                                channels=int(m.channels), num_layers=int(m.num_layers))
+        return JumpingKnowledge("lstm", ctx.child(m.lstm, "lstm", _bilstm),
+                                ctx.child(m.att, "att"), channels=int(m.channels),
+                                num_layers=int(m.num_layers))
     return JumpingKnowledge(m.mode)
