@@ -346,3 +346,41 @@ def test_a_width_dependent_aggregation_refuses_a_padded_batch_under_jit():
     with torch.no_grad():
         expected = model(b.x, b.edge_index, b.batch)
     assert compare_arrays(expected, out, "output", "output").passed
+
+
+class LCMReadout(torch.nn.Module):
+    """A user's readout with PyG's LCMAggregation over the batch vector."""
+
+    def __init__(self):
+        super().__init__()
+        from torch_geometric.nn import aggr
+
+        self.lin = torch.nn.Linear(4, 4)
+        self.aggr = aggr.LCMAggregation(4, 4)
+
+    def forward(self, x, edge_index, batch):
+        return self.aggr(self.lin(x), batch)
+
+
+def test_lcm_in_a_model_runs_on_a_padded_batch_under_jit():
+    """LCMAggregation's tree depends on the widest graph. A JaxLoader batch's BatchVector
+    says it is padded, so the port leaves the padding graph (here 11 padding nodes, wider
+    than any real graph) out of the width: PyG's numbers under jit. The same ids without
+    the flag could hide a padding graph: still an error."""
+    from torch2jax_ops.nn import UnsupportedModuleError
+
+    torch.manual_seed(0)
+    model = LCMReadout().eval()
+    port = from_torch(model)
+    b = Batch.from_data_list(_graphs(4, [5, 3, 1]))
+    (g,) = list(JaxLoader([b], ladder=G.BucketLadder(nodes=(20,), edges=(64,), graphs=(4,)),
+                          prefetch=0))
+    assert g.batch.padded and int(np.sum(np.asarray(g.batch.ids) == 3)) == 11
+    out = jax.jit(lambda g: port(g.x, g.edge_index, g.batch))(g)
+    with torch.no_grad():
+        expected = model(b.x, b.edge_index, b.batch)
+    assert compare_arrays(expected, out[:3], "output", "output").passed
+    unflagged = g._replace(batch=BatchVector(g.batch.ids, g.batch.num_graphs))
+    with pytest.raises(UnsupportedModuleError, match=r"LCMAggregation runs over each group "
+                                                     r"padded to the dense width"):
+        jax.jit(lambda g: port(g.x, g.edge_index, g.batch))(unflagged)

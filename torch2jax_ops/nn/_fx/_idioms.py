@@ -44,6 +44,8 @@ _WIDTH_DEPENDENT = {
                                                   "which in a padded batch may be the "
                                                   "padding graph",
 }
+#: of those, the ports that leave a ``padded`` BatchVector's padding graph out of the width
+_PADDING_AWARE = frozenset({"torch_geometric.nn.aggr.lcm.LCMAggregation"})
 
 #: comparisons of ``ids[1:]`` with ``ids[:-1]`` (True: later first) that hold for sorted ids
 _SORTED_COMPARISONS = {True: (operator.ge,), False: (operator.le,)}
@@ -118,12 +120,16 @@ def check_dense_width(values: dict, port: str, m: Any, args: Any, kwargs: Any) -
     """An aggregation whose result depends on the dense width (a recurrent cell or
     LCM's tree run over the padded neighbourhoods; PyG's width is the largest
     group) with a padded batch's BatchVector under jit: that width is the budget
-    N, not PyG's, and the numbers would differ. An error, not another number."""
+    N, not PyG's, and the numbers would differ. An error, not another number; except
+    for the ports in ``_PADDING_AWARE``, which take PyG's width from the real groups of
+    a BatchVector marked ``padded`` (a PaddedGraph's)."""
     name = f"{type(m).__module__}.{type(m).__qualname__}"
     if name not in _WIDTH_DEPENDENT:
         return
     index = args[1] if len(args) > 1 else kwargs.get("index")
     value = values.get(getattr(index, "node", None))
+    if name in _PADDING_AWARE and isinstance(value, BatchVector) and value.padded:
+        return  # the port leaves the padding graph out of the width, as PyG never sees it
     if isinstance(value, BatchVector) and value.max_num_nodes is None \
             and _pooled_traced(value.ids) and kwargs.get("max_num_nodes") is None:
         raise UnsupportedModuleError(
