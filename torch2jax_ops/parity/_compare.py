@@ -10,8 +10,7 @@ run in float64. The arguments and outputs are handled in ``_trees``.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -19,6 +18,7 @@ import numpy as np
 
 from ..nn._state import replay_scope
 from ._arrays import ParityError, ParityResult, _is_tensor, _to_numpy, compare_arrays
+from ._precision import matmul_precision
 from ._random import torch_draws
 from ._trees import (
     _convert_arg,
@@ -39,33 +39,7 @@ from ._trees import (
     jit_with_constant_indices,
 )
 
-__all__ = ["compare", "assert_parity", "PRECISIONS", "matmul_precision"]
-
-
-#: matmul precisions ``compare`` accepts: ``"highest"`` (the default: full float32 on both
-#: sides, no TF32), or ``"default"`` (each library's own default: JAX uses TF32 on NVIDIA
-#: GPUs, torch does not unless ``torch.backends.cuda.matmul.allow_tf32`` is set).
-PRECISIONS = ("highest", "default")
-
-
-@contextlib.contextmanager
-def matmul_precision(precision: str) -> Iterator[None]:
-    """Both libraries at ``precision`` for the block (see :data:`PRECISIONS`)."""
-    if precision not in PRECISIONS:
-        raise ParityError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    if precision == "default":
-        yield
-        return
-    import torch
-
-    cuda = torch.backends.cuda.matmul
-    saved = (cuda.allow_tf32, torch.backends.cudnn.allow_tf32)
-    cuda.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        with jax.default_matmul_precision("highest"):
-            yield
-    finally:
-        cuda.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+__all__ = ["compare", "assert_parity"]
 
 
 def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,

@@ -22,7 +22,8 @@ import jax
 from .. import _dtypes
 from ..nn import named_arrays
 from ._arrays import LeafResult, ParityError, ParityResult, _finite, compare_arrays
-from ._compare import _compare, matmul_precision
+from ._compare import _compare
+from ._precision import matmul_precision
 from ._trees import _tensor_paths, jit_with_constant_indices
 
 __all__ = ["compare_modules", "assert_modules_parity", "compare_weights"]
