@@ -84,7 +84,7 @@ def test_gradient_of_the_values_matches_the_dense_formula():
     cot = np.random.default_rng(0).standard_normal(4)
     rows, cols = _adjacency("coo").indices().numpy()
     expected = X.numpy()[cols] @ cot
-    from torch2jax_ops.parity._compare import _entry_values
+    from torch2jax_ops.parity._trees import _entry_values
     leaf = adj.detach().clone().requires_grad_(True)
     (g,) = torch.autograd.grad((leaf @ X).sum(0), [leaf], torch.as_tensor(cot, dtype=torch.float32))
     np.testing.assert_allclose(_entry_values(leaf, g).numpy(), expected, rtol=1e-5)

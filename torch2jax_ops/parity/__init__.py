@@ -6,7 +6,8 @@ Needs torch installed (``pip install torch2jax_ops[parity]``)::
     result = compare(torch_scatter.scatter_max, torch2jax_ops.scatter_max, src, index)
     print(result)            # a table: every output and gradient, errors vs tolerance
 """
-from ._compare import LeafResult, ParityError, ParityResult, assert_parity, compare, compare_arrays
+from ._arrays import LeafResult, ParityError, ParityResult, compare_arrays
+from ._compare import assert_parity, compare
 from ._deviations import DEVIATIONS, Deviation, deviations_of
 from ._modules import assert_modules_parity, compare_modules, compare_weights
 

@@ -4,399 +4,42 @@
 side receives the torch inputs through :mod:`torch2jax_ops.dlpack`), compares
 every output leaf, and with ``grad=True`` the vector-Jacobian products for one
 random cotangent (same values on both sides) w.r.t. every floating input.
-
-Rules: shapes must match; dtypes must be of the same kind (floating dtypes by
-name; integer widths may differ, since JAX's width follows its 64-bit mode);
-integers and bools compare exactly; floats within (rtol, atol) from
-:data:`torch2jax_ops.dtypes.TOLERANCES` (``GRAD_TOLERANCES`` for gradients), NaN where NaN and +-inf where +-inf.
+Each leaf compares by :func:`~torch2jax_ops.parity.compare_arrays`'s rules
+(``_arrays``); a half or float32 leaf that fails is judged again against torch
+run in float64. The arguments and outputs are handled in ``_trees``.
 """
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import math
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes, dlpack
 from ..nn._state import replay_scope
+from ._arrays import ParityError, ParityResult, _is_tensor, _to_numpy, compare_arrays
+from ._precision import matmul_precision
 from ._random import torch_draws
-
-__all__ = ["LeafResult", "ParityResult", "ParityError", "compare", "assert_parity",
-           "compare_arrays", "PRECISIONS", "matmul_precision"]
-
-
-class ParityError(ValueError):
-    """The comparison itself could not be made (mismatched structures, non-tensors...)."""
-
-
-@dataclasses.dataclass
-class LeafResult:
-    """How one output (or one gradient) compares."""
-    path: str
-    kind: str  # "output" | "grad"
-    shape: tuple
-    dtype: str
-    max_abs: float
-    max_rel: float
-    #: worst |a - e| / (atol + rtol |e|): <= 1 passes (inf for NaN/inf/shape mismatches)
-    tol_ratio: float
-    worst_index: Optional[tuple]
-    rtol: float
-    atol: float
-    passed: bool
-    message: str = ""
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["shape"] = list(self.shape)
-        d["worst_index"] = None if self.worst_index is None else list(self.worst_index)
-        for key in ("max_abs", "max_rel", "tol_ratio"):
-            if not math.isfinite(d[key]):
-                d[key] = str(d[key])
-        return d
-
-
-@dataclasses.dataclass
-class ParityResult:
-    """The outcome of :func:`compare`: one :class:`LeafResult` per output and gradient."""
-    name: str
-    leaves: list
-    #: the matmul precision both sides ran at (:data:`PRECISIONS`)
-    precision: str = "highest"
-
-    @property
-    def passed(self) -> bool:
-        return all(leaf.passed for leaf in self.leaves)
-
-    @property
-    def max_abs(self) -> float:
-        return max((leaf.max_abs for leaf in self.leaves), default=0.0)
-
-    @property
-    def tol_ratio(self) -> float:
-        return max((leaf.tol_ratio for leaf in self.leaves), default=0.0)
-
-    def failures(self) -> list:
-        return [leaf for leaf in self.leaves if not leaf.passed]
-
-    def __getitem__(self, path: str) -> LeafResult:
-        """The leaf of that path: ``result["output"]``, ``result["grad conv1.lin.weight"]``."""
-        for leaf in self.leaves:
-            if leaf.path == path:
-                return leaf
-        raise KeyError(f"no leaf {path!r}; the leaves are {[leaf.path for leaf in self.leaves]}")
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "passed": self.passed, "precision": self.precision,
-                "leaves": [leaf.to_dict() for leaf in self.leaves]}
-
-    def __str__(self) -> str:
-        head = (f"parity {'PASSED' if self.passed else 'FAILED'}: {self.name} "
-                f"(matmul precision: {self.precision})")
-        cols = ("leaf", "shape", "dtype", "max abs err", "max rel err", "err/tol", "worst at", "ok")
-        rows = [cols]
-        for leaf in sorted(self.leaves, key=lambda leaf_: (leaf_.passed, -_finite(leaf_.tol_ratio))):
-            rows.append((leaf.path, str(tuple(leaf.shape)), leaf.dtype, f"{leaf.max_abs:.3g}",
-                         f"{leaf.max_rel:.3g}", f"{leaf.tol_ratio:.3g}",
-                         "-" if leaf.worst_index is None else str(tuple(leaf.worst_index)),
-                         "yes" if leaf.passed else "NO"))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
-        lines = [head] + ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-        lines += [f"  {leaf.path}: {leaf.message}" for leaf in self.leaves if leaf.message]
-        return "\n".join(lines)
-
-
-def _finite(x: float) -> float:
-    return x if math.isfinite(x) else 1e300
-
-
-# ----------------------------------------------------------------------------- arrays
-
-def _to_numpy(x: Any) -> np.ndarray:
-    """torch tensor / JAX array / scalar -> NumPy (bfloat16 widened to float32, exactly)."""
-    if _is_tensor(x):
-        import torch
-
-        x = x.detach().cpu()
-        if x.dtype == torch.bfloat16:
-            x = x.float()
-        return x.resolve_conj().numpy()
-    arr = np.asarray(x)
-    return arr.astype(np.float32) if arr.dtype.name == "bfloat16" else arr
-
-
-def compare_arrays(expected: Any, actual: Any, path: str = "output", kind: str = "output",
-                   rtol: Optional[float] = None, atol: Optional[float] = None,
-                   normwise: bool = False) -> LeafResult:
-    """Compare one torch value (expected) with one JAX value (actual).
-
-    ``normwise=True`` raises atol to ``rtol * max|expected|`` (finite entries):
-    the error is measured against the size of the whole array, not of each
-    entry, for results that are differences of O(1) terms.
-    """
-    e_name, a_name = _dtypes.name_of(expected), _dtypes.name_of(actual)
-    e, a = _to_numpy(expected), _to_numpy(actual)
-    default_rtol, default_atol = _dtypes.tolerance(e_name, kind)
-    rtol = default_rtol if rtol is None else rtol
-    atol = default_atol if atol is None else atol
-    if normwise and e.size and _dtypes.kind_of(e_name) == "float":
-        finite = np.abs(e[np.isfinite(e)].astype(np.float64))
-        atol = max(atol, rtol * float(finite.max(initial=0.0)))
-
-    def fail(message: str) -> LeafResult:
-        return LeafResult(path, kind, tuple(e.shape), e_name, math.inf, math.inf, math.inf,
-                          None, rtol, atol, False, message)
-
-    if e.shape != a.shape:
-        return fail(f"shape differs: torch {tuple(e.shape)}, jax {tuple(a.shape)}")
-    if _dtypes.kind_of(e_name) != _dtypes.kind_of(a_name) or (_dtypes.kind_of(e_name) == "float" and e_name != a_name):
-        return fail(f"dtype differs: torch {e_name}, jax {a_name}")
-    if e.size == 0:
-        return LeafResult(path, kind, tuple(e.shape), e_name, 0.0, 0.0, 0.0, None, rtol, atol, True)
-    if _dtypes.kind_of(e_name) in ("int", "bool"):
-        diff = np.abs(e.astype(np.float64) - a.astype(np.float64))
-        worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
-        bad = int(np.count_nonzero(diff))
-        return LeafResult(path, kind, tuple(e.shape), e_name, float(diff.max()), float(diff.max()),
-                          math.inf if bad else 0.0, tuple(int(i) for i in worst), 0.0, 0.0,
-                          bad == 0, f"{bad} of {e.size} values differ" if bad else "")
-    e = e.astype(np.complex128 if _dtypes.kind_of(e_name) == "complex" else np.float64)
-    a = a.astype(e.dtype)
-    e_nan, a_nan = np.isnan(e), np.isnan(a)
-    e_inf, a_inf = np.isinf(e), np.isinf(a)
-    special = e_nan | a_nan | e_inf | a_inf
-    special_ok = (e_nan == a_nan) & (np.where(e_inf | a_inf, e == a, True) | e_nan | a_nan)
-    finite = ~special
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.where(finite, np.abs(a - e), 0.0)
-    allowed = atol + rtol * np.abs(np.where(finite, e, 0.0))
-    ratio = np.where(finite, diff / np.maximum(allowed, np.finfo(np.float64).tiny), 0.0)
-    ratio = np.where(special & ~special_ok, np.inf, ratio)
-    worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
-    rel = np.where(finite & (e != 0), diff / np.where(e != 0, np.abs(e), 1.0), 0.0)
-    n_special = int(np.count_nonzero(~special_ok))
-    n_far = int(np.count_nonzero(ratio[finite] > 1.0))
-    message = []
-    if n_special:
-        message.append(f"{n_special} NaN/inf positions differ")
-    if n_far:
-        message.append(f"{n_far} of {e.size} values outside rtol={rtol:g}, atol={atol:g}")
-    return LeafResult(path, kind, tuple(e.shape), e_name, float(diff.max()), float(rel.max()),
-                      float(ratio.max()), tuple(int(i) for i in worst), rtol, atol,
-                      not message, "; ".join(message))
-
-
-# ------------------------------------------------------------------------------ trees
-
-def _is_tensor(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "shape")\
-        and not _is_sparse_tensor(x)
-
-
-def _flatten_torch(tree: Any, prefix: str = "") -> list:
-    """(path, leaf) pairs of a torch output tree (tuples, lists, dicts, named tuples)."""
-    if isinstance(tree, dict):
-        return [p for k in _dict_keys(tree) for p in _flatten_torch(tree[k], f"{prefix}[{k!r}]")]
-    if isinstance(tree, (tuple, list)):
-        return [p for i, v in enumerate(tree) for p in _flatten_torch(v, f"{prefix}[{i}]")]
-    if tree is None:  # no leaf, as in JAX (PyG's hetero layers: None for a type no edge reaches)
-        return []
-    return [(prefix, tree)]
-
-
-def _dict_keys(tree: dict) -> list:
-    """Keys in JAX's pytree order: sorted for a plain dict, insertion order for OrderedDict."""
-    if type(tree) is dict:
-        try:
-            return sorted(tree)
-        except TypeError:
-            pass
-    return list(tree)
-
-
-def _flatten_jax(tree: Any) -> list:
-    return jax.tree_util.tree_leaves(tree)
-
-
-def _is_sparse_tensor(x: Any) -> bool:
-    """A ``torch_sparse.SparseTensor`` (converted by ``to_jax``, never differentiated)."""
-    return type(x).__name__ == "SparseTensor" and type(x).__module__.startswith("torch_sparse")
-
-
-def _convert_arg(x: Any) -> Any:
-    """torch tensor -> JAX array (int64 downcast checked when 64-bit mode is off); a PyG
-    ``Data`` / ``Batch`` -> an unpadded :class:`~torch2jax_ops.geometric.PaddedGraph`
-    (``from_pyg``: exact counts, so its ``batch`` carries PyG's graph count)."""
-    if _is_tensor(x) or _is_sparse_tensor(x):
-        return dlpack.to_jax(x, allow_downcast=True)
-    if _is_pyg_data(x):
-        from ..geometric.data import from_pyg
-
-        return from_pyg(x, copy=True, allow_downcast=True)
-    if isinstance(x, (tuple, list)):
-        return type(x)(_convert_arg(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _convert_arg(v) for k, v in x.items()}
-    return x
-
-
-def _is_pyg_data(x: Any) -> bool:
-    """A PyG ``Data`` / ``Batch`` / ``HeteroData`` (without importing torch_geometric)."""
-    import sys
-
-    pyg = sys.modules.get("torch_geometric.data")
-    return pyg is not None and isinstance(x, (pyg.Data, pyg.HeteroData))
-
-
-def _is_index(x: Any) -> bool:
-    """An integer array (edge_index, batch); bool masks stay traced (masked rows have a
-    static form of their own)."""
-    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.integer)
-
-
-def jit_with_constant_indices(fn: Callable) -> Callable:
-    """``equinox.filter_jit(fn)``, except that integer arrays among the arguments are
-    compile-time constants, not traced.
-
-    What the parity tools run: torch reads sizes off its index tensors (``batch.max() + 1``
-    graphs, ``edge_index.max() + 1`` nodes), and a port compared with it must read the same
-    sizes; with traced indices those reads would need ``size=`` arguments the torch model
-    does not pass. Floating inputs and the parameters stay traced (they are differentiated).
-    One compilation per distinct set of index arrays (by identity). A port that cannot
-    run so (a utility whose exact form needs concrete values too) runs with everything
-    traced, as under the user's own ``jax.jit``; if that fails too, the first error (the
-    one with torch's sizes) is raised.
-    """
-    import equinox as eqx
-
-    cache: dict = {}
-    traced = eqx.filter_jit(fn)
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return constant(*args, **kwargs)
-        except _NotFusable:
-            raise
-        except Exception as first:  # noqa: BLE001 - the traced form may still run
-            try:
-                return traced(*args, **kwargs)
-            except _NotFusable:
-                raise
-            except Exception:  # noqa: BLE001 - torch's sizes: the error that explains
-                raise first from None
-
-    def constant(*args: Any, **kwargs: Any) -> Any:
-        flat, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        fixed = tuple(i for i, leaf in enumerate(flat) if _is_index(leaf))
-        key = (treedef, fixed, tuple(id(flat[i]) for i in fixed))
-        if key not in cache:
-            constants = {i: flat[i] for i in fixed}
-
-            def inner(dynamic: list) -> Any:
-                a, kw = jax.tree_util.tree_unflatten(
-                    treedef, [constants.get(i, d) for i, d in enumerate(dynamic)])
-                return fn(*a, **kw)
-            cache[key] = (eqx.filter_jit(inner), constants)  # constants: ids stay unique
-        return cache[key][0]([None if i in fixed else leaf for i, leaf in enumerate(flat)])
-    return call
-
-
-def _tensor_paths(tree: Any, prefix: str = "", is_leaf: Callable = _is_tensor) -> list:
-    """(path, leaf) for every tensor leaf (or ``is_leaf`` leaf) of an argument tree."""
-    if is_leaf(tree):
-        return [(prefix, tree)]
-    if isinstance(tree, dict):
-        return [p for k in tree for p in _tensor_paths(tree[k], f"{prefix}[{k!r}]", is_leaf)]
-    if isinstance(tree, (tuple, list)):
-        return [p for i, v in enumerate(tree)
-                for p in _tensor_paths(v, f"{prefix}[{i}]", is_leaf)]
-    return []
-
-
-def _is_jax_input(x: Any) -> bool:
-    """A converted input leaf: an array, or a sparse ``BCOO`` / ``BCSR`` (one leaf)."""
-    from jax.experimental import sparse as jsparse
-
-    return isinstance(x, (jax.Array, jsparse.JAXSparse))
-
-
-def _sparse_data(x: Any) -> Any:
-    """What is differentiated for a converted input: the array, or a sparse input's values."""
-    from jax.experimental import sparse as jsparse
-
-    return x.data if isinstance(x, jsparse.JAXSparse) else x
-
-
-def _with_data(x: Any) -> Callable[[Any], Any]:
-    """``values -> x`` with those values: the array itself, or the sparse input rebuilt."""
-    from jax.experimental import sparse as jsparse
-
-    if not isinstance(x, jsparse.JAXSparse):
-        return lambda v: v
-    leaves, treedef = jax.tree_util.tree_flatten(x)  # BCOO: (data, indices); BCSR: + indptr
-    return lambda v: jax.tree_util.tree_unflatten(treedef, [v, *leaves[1:]])
-
-
-def _entry_values(leaf: Any, grad: Any) -> Any:
-    """torch's gradient of a sparse input, read at the input's stored entries ``[nnz, ...]``
-    (its storage order, duplicates each read), the layout of JAX's gradient of its values;
-    a strided input's gradient as it is."""
-    import torch
-
-    if leaf.layout == torch.strided:
-        return grad
-    dense = grad.to_dense()
-    if leaf.layout == torch.sparse_coo:
-        return dense[tuple(leaf._indices())]
-    if leaf.layout == torch.sparse_csr:
-        pointers, minor = leaf.crow_indices(), leaf.col_indices()
-    else:  # CSC: pointers over columns
-        pointers, minor = leaf.ccol_indices(), leaf.row_indices()
-    major = torch.repeat_interleave(torch.arange(len(pointers) - 1), pointers[1:] - pointers[:-1])
-    return dense[major, minor] if leaf.layout == torch.sparse_csr else dense[minor, major]
-
-
-def _replace(tree: Any, prefix: str, values: dict) -> Any:
-    if prefix in values:
-        return values[prefix]
-    if isinstance(tree, dict):
-        return {k: _replace(v, f"{prefix}[{k!r}]", values) for k, v in tree.items()}
-    if isinstance(tree, (tuple, list)):
-        items = [_replace(v, f"{prefix}[{i}]", values) for i, v in enumerate(tree)]
-        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
-    return tree
-
-
-# --------------------------------------------------------------------------- compare
-
-#: matmul precisions ``compare`` accepts: ``"highest"`` (the default: full float32 on both
-#: sides, no TF32), or ``"default"`` (each library's own default: JAX uses TF32 on NVIDIA
-#: GPUs, torch does not unless ``torch.backends.cuda.matmul.allow_tf32`` is set).
-PRECISIONS = ("highest", "default")
-
-
-@contextlib.contextmanager
-def matmul_precision(precision: str) -> Iterator[None]:
-    """Both libraries at ``precision`` for the block (see :data:`PRECISIONS`)."""
-    if precision not in PRECISIONS:
-        raise ParityError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    if precision == "default":
-        yield
-        return
-    import torch
-
-    cuda = torch.backends.cuda.matmul
-    saved = (cuda.allow_tf32, torch.backends.cudnn.allow_tf32)
-    cuda.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        with jax.default_matmul_precision("highest"):
-            yield
-    finally:
-        cuda.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+from ._trees import (
+    _convert_arg,
+    _entry_values,
+    _flatten_jax,
+    _flatten_torch,
+    _from_number,
+    _is_jax_input,
+    _is_number,
+    _jax_leaves,
+    _NotFusable,
+    _numbers_as,
+    _replace,
+    _sparse_data,
+    _tensor_paths,
+    _to_float64,
+    _with_data,
+    jit_with_constant_indices,
+)
+
+__all__ = ["compare", "assert_parity"]
 
 
 def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
@@ -527,26 +170,6 @@ def _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name, nor
     return ParityResult(label, results)
 
 
-def _from_number(t: Any) -> Any:
-    """A tensor made from a Python number in torch's output tree (marked: see _numbers_as)."""
-    t.t2j_from_number = True
-    return t
-
-
-def _numbers_as(torch_flat: list, jax_flat: list) -> list:
-    """A Python number of torch's output (a pooling ratio: float64 / int64 by NumPy's rule)
-    that the port computes as a 0-d floating array (a traced ratio, float32 without JAX's
-    64-bit mode) is compared in the port's dtype: the number has no dtype of its own."""
-    out = []
-    for (p, t), a in zip(torch_flat, jax_flat):
-        if getattr(t, "t2j_from_number", False) and np.ndim(a) == 0 \
-                and np.issubdtype(np.asarray(a).dtype, np.floating) \
-                and np.asarray(a).dtype != np.float64:
-            t = dlpack.to_torch(jnp.asarray(np.asarray(t.numpy(), np.asarray(a).dtype)))
-        out.append((p, t))
-    return out
-
-
 def _replaying(jax_fn: Callable, draws: list, label: str) -> Callable:
     """``jax_fn`` whose random ops take torch's recorded ``draws`` (all of them, in order)."""
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -559,27 +182,6 @@ def _replaying(jax_fn: Callable, draws: list, label: str) -> Callable:
                 f"({[d.op for d in taken]}): they do not draw the same way")
         return out
     return call
-
-
-def _is_number(x: Any) -> bool:
-    """A Python number (bool, int, float) among a model's outputs."""
-    return isinstance(x, (bool, int, float))
-
-
-def _jax_leaves(label: str, jax_out: Any) -> list:
-    """The output's leaves; a leaf that is not an array is a :class:`ParityError`."""
-    jax_leaves = [(path, np.asarray(leaf) if _is_number(leaf) else leaf)
-                  for path, leaf in jax.tree_util.tree_flatten_with_path(jax_out)[0]]
-    for path, leaf in jax_leaves:
-        if not isinstance(leaf, (jax.Array, np.ndarray, np.generic)):
-            raise ParityError(f"{label}: jax output{jax.tree_util.keystr(path)} is a "
-                              f"{type(leaf).__name__}, not an array; return arrays "
-                              f"(or trees of them)")
-    return [leaf for _, leaf in jax_leaves]
-
-
-class _NotFusable(Exception):
-    """The JAX outputs do not line up with torch's: the unfused path reports how."""
 
 
 def _fused_results(torch_flat, jax_fn, jax_args, jax_kwargs, wrt, wrt_values, leaves, seed,
@@ -720,21 +322,6 @@ def _compare_grads(torch_flat, jax_out, run_jax, wrt, wrt_values, leaves, seed, 
 
 #: the dtypes whose failing leaves are judged again against torch run in float64
 REFERENCE_DTYPES = ("float16", "bfloat16", "float32")
-
-
-def _to_float64(tree: Any) -> Any:
-    """Every floating tensor of an argument tree as float64 (detached); the rest as it is."""
-    if _is_sparse_tensor(tree):  # its values cast up (none stay none)
-        value = tree.storage.value()
-        return tree if value is None or not value.is_floating_point() else \
-            tree.set_value(value.detach().double(), layout="coo")
-    if _is_tensor(tree):
-        return tree.detach().double() if tree.is_floating_point() else tree
-    if isinstance(tree, dict):
-        return {k: _to_float64(v) for k, v in tree.items()}
-    if isinstance(tree, (tuple, list)):
-        return type(tree)(_to_float64(v) for v in tree)
-    return tree
 
 
 def _reference(torch_fn, args, kwargs, wrt, seed, torch) -> dict:

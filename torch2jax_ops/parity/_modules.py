@@ -21,17 +21,10 @@ import jax
 
 from .. import _dtypes
 from ..nn import named_arrays
-from ._compare import (
-    LeafResult,
-    ParityError,
-    ParityResult,
-    _compare,
-    _finite,
-    _tensor_paths,
-    compare_arrays,
-    jit_with_constant_indices,
-    matmul_precision,
-)
+from ._arrays import LeafResult, ParityError, ParityResult, _finite, compare_arrays
+from ._compare import _compare
+from ._precision import matmul_precision
+from ._trees import _tensor_paths, jit_with_constant_indices
 
 __all__ = ["compare_modules", "assert_modules_parity", "compare_weights"]
 

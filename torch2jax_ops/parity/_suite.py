@@ -18,7 +18,8 @@ import types
 from typing import Any, Callable, Iterable, Optional
 
 from .. import _dtypes
-from ._compare import ParityResult, compare
+from ._arrays import ParityResult
+from ._compare import compare
 from ._modules import compare_modules
 
 __all__ = ["Case", "register", "cases", "run_case", "SECTIONS", "representatives",
