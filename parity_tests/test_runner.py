@@ -1,4 +1,4 @@
-"""The parity runner (torch2jax_ops/parity/_runner.py): bounded memory, workers, the cache.
+"""The parity runner (torch2jax_ops/parity/_runner.py, _memory.py): bounded memory, workers, the cache.
 
 The bound test runs the report's command in a subprocess, samples the memory maps and the
 resident set of every process it starts, and fails when they grow with the number of cases.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from torch2jax_ops.parity import _report, _runner
+from torch2jax_ops.parity import _memory, _report, _runner
 from torch2jax_ops.parity import _suite as suite
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,8 +47,8 @@ def _sample_run(args: list[str], tmp_path: Path, timeout: float = 900) -> list[t
     while proc.poll() is None:
         pids = [proc.pid] + _children(proc.pid)
         samples.append((time.monotonic() - start,
-                        max(_runner.maps_count(p) for p in pids),
-                        max(_runner.rss_bytes(p) for p in pids)))
+                        max(_memory.maps_count(p) for p in pids),
+                        max(_memory.rss_bytes(p) for p in pids)))
         if time.monotonic() - start > timeout:
             proc.kill()
             pytest.fail(f"the parity run took more than {timeout} s")
@@ -161,7 +161,7 @@ def test_run_cases_in_process_matches_the_suite():
 
 
 def test_limits_and_cache_folder(tmp_path, monkeypatch):
-    limits = _runner.Limits.default(2)
+    limits = _memory.Limits.default(2)
     assert 4096 <= limits.maps <= 65530 // 4 + 1 or limits.maps >= 4096
     assert 0 < limits.rss <= 3 << 30
     assert limits.over(limits.maps + 1, 0) and limits.over(0, limits.rss + 1)

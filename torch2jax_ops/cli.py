@@ -61,11 +61,12 @@ def _parity(args: argparse.Namespace) -> int:
                       f"--x64 {args.x64!r}")
         return 2
     from .parity import _runner as runner
+    from .parity._memory import Limits
 
     jobs = args.jobs if args.jobs > 0 else runner.default_jobs()
-    default = runner.Limits.default(jobs)
-    limits = runner.Limits(maps=args.max_maps or default.maps,
-                           rss=(args.max_rss_mb << 20) if args.max_rss_mb else default.rss)
+    default = Limits.default(jobs)
+    limits = Limits(maps=args.max_maps or default.maps,
+                    rss=(args.max_rss_mb << 20) if args.max_rss_mb else default.rss)
     stats: dict = {}
     start = time.monotonic()
     run = functools.partial(runner.run_cases, cases, jobs=jobs, cache=args.cache,

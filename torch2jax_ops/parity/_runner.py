@@ -5,9 +5,10 @@ program maps code sections of its own. One process running the whole suite (7,60
 grew past Linux's default ``vm.max_map_count`` (65,530 maps) about halfway and aborted
 ("LLVM ERROR: Unable to allocate section memory"). The runner therefore:
 
-* **bounds each worker**: after every case it reads the worker's memory maps and resident
-  set; past :class:`Limits` it drops JAX's compiled programs (``jax.clear_caches``), and a
-  worker still above three quarters of a limit after that is replaced by a fresh one;
+* **bounds each worker** (:mod:`._memory`): after every case it reads the worker's memory
+  maps and resident set; past ``Limits`` it drops JAX's compiled programs
+  (``jax.clear_caches``), and a worker still above three quarters of a limit after that
+  is replaced by a fresh one;
 * **uses every core**: ``jobs`` spawned workers take contiguous chunks of the selection (the
   cases of one op share compiled programs); results come back in the selection's order, so
   the report is the one a single worker writes;
@@ -22,7 +23,6 @@ handful of cases; the command line always uses workers).
 """
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -32,10 +32,10 @@ import traceback
 from typing import Any, Callable, Optional, Sequence
 
 from . import _results
+from ._memory import Limits, _Guard
 from ._suite import Case
 
-__all__ = ["Limits", "run_cases", "cache_dir", "default_jobs", "maps_count", "rss_bytes",
-           "prepare_cache", "CACHE_LIMIT"]
+__all__ = ["run_cases", "cache_dir", "default_jobs", "prepare_cache", "CACHE_LIMIT"]
 
 #: XLA:CPU settings that halve the compile time of the suite's thousands of small programs
 #: (LLVM unoptimised, its expensive passes off, the classic elemental emitters, one codegen
@@ -48,69 +48,11 @@ FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0",
                       "--xla_llvm_disable_expensive_passes=true",
                       "--xla_cpu_use_fusion_emitters=false",
                       "--xla_cpu_parallel_codegen_split_count=1")
-#: a worker counts its memory maps every this many cases (reading /proc/self/maps costs
-#: about 1 ms per 1,000 maps; the resident set is read after every case, for free)
-MAPS_EVERY = 8
 #: cases a worker is handed at a time (contiguous: the cases of one op share programs)
 CHUNK = 16
 #: a cache folder past this size is emptied before a run (entries of older code and JAX
 #: releases pile up: JAX's own eviction re-reads the whole folder on every write)
 CACHE_LIMIT = 2 << 30
-_GIB = 1 << 30
-
-
-def maps_count(pid: Optional[int] = None) -> int:
-    """The number of memory maps of a process (``/proc/<pid>/maps`` lines; 0 off Linux)."""
-    try:
-        with open(f"/proc/{pid or 'self'}/maps", "rb") as maps:
-            return sum(1 for _ in maps)
-    except OSError:
-        return 0
-
-
-def rss_bytes(pid: Optional[int] = None) -> int:
-    """The resident set of a process in bytes (``/proc/<pid>/statm``; 0 off Linux)."""
-    try:
-        with open(f"/proc/{pid or 'self'}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _max_map_count() -> int:
-    try:
-        return int(pathlib.Path("/proc/sys/vm/max_map_count").read_text())
-    except (OSError, ValueError):
-        return 65530
-
-
-def _total_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 * _GIB
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What one worker may hold before it drops its compiled programs.
-
-    ``maps``: memory maps (the kernel refuses new ones past ``vm.max_map_count``);
-    ``rss``: resident bytes. A worker still above three quarters of either after
-    dropping them is replaced.
-    """
-    maps: int
-    rss: int
-
-    @classmethod
-    def default(cls, jobs: int) -> Limits:
-        """A quarter of ``vm.max_map_count`` (16,382 of Linux's default 65,530), and the
-        smaller of 3 GiB and half the machine's memory shared by the workers."""
-        return cls(maps=max(_max_map_count() // 4, 4096),
-                   rss=int(min(3 * _GIB, _total_memory() / 2 / max(jobs, 1))))
-
-    def over(self, maps: int, rss: int, fraction: float = 1.0) -> bool:
-        return maps > fraction * self.maps or rss > fraction * self.rss
 
 
 def default_jobs() -> int:
@@ -159,55 +101,6 @@ def _set_up(cache: Optional[str], fast_compile: bool = False) -> None:
         jax.config.update("jax_compilation_cache_dir", cache)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-
-
-def _release() -> None:
-    """Drop JAX's compiled programs and give freed memory back to the system."""
-    import gc
-
-    import jax
-
-    jax.clear_caches()
-    gc.collect()
-    try:  # glibc keeps freed pages; hand them back so the resident set can shrink
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
-        pass
-
-
-class _Guard:
-    """After each case: release past the limits; ask for a fresh worker if that is not enough."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.releases = 0
-        #: the largest (maps, rss) seen after a case, and the last after a release
-        self.peak = (0, 0)
-        self.after = (0, 0)
-        self.maps = 0  # the last count
-        self.cases = 0
-
-    def check(self) -> bool:
-        """True when this worker should be replaced."""
-        self.cases += 1
-        rss = rss_bytes()
-        if self.cases % MAPS_EVERY == 0 or rss > self.limits.rss:
-            self.maps = maps_count()
-        maps = self.maps
-        self.peak = (max(self.peak[0], maps), max(self.peak[1], rss))
-        if not self.limits.over(maps, rss):
-            return False
-        _release()
-        self.releases += 1
-        self.after = (maps_count(), rss_bytes())
-        self.maps = self.after[0]
-        return self.limits.over(*self.after, 0.75)
-
-    def report(self) -> dict:
-        return {"releases": self.releases, "peak_maps": self.peak[0], "peak_rss": self.peak[1],
-                "after_maps": self.after[0], "after_rss": self.after[1]}
 
 
 def _outcome(run: dict) -> dict:
