@@ -40,9 +40,14 @@ def check_normalization(normalization: Any, *, op: str) -> None:
                          f"'Invalid normalization'), got {normalization!r}")
 
 
+def _unit_weights(edge_index: jax.Array, dtype: Any) -> jax.Array:
+    """PyG's weights when ``edge_weight`` is None: ones of ``dtype`` (float32 if None)."""
+    return jnp.ones((edge_index.shape[1],), jnp.float32 if dtype is None else dtype)
+
+
 def _weights(edge_weight: Any, edge_index: jax.Array, dtype: Any, *, op: str) -> jax.Array:
     if edge_weight is None:
-        return jnp.ones((edge_index.shape[1],), jnp.float32 if dtype is None else dtype)
+        return _unit_weights(edge_index, dtype)
     edge_weight = as_array(edge_weight, "edge_weight", op=op)
     if edge_weight.shape != (edge_index.shape[1],):
         raise ValueError(f"{op}: `edge_weight` must have shape [num_edges] = "
@@ -110,7 +115,7 @@ def laplacian_static(edge_index: jax.Array, edge_weight: Optional[jax.Array],
     ids in ``[0, n]``, ``edge_weight`` None (ones of ``dtype``) or ``[E]``,
     ``normalization`` one of PyG's three. Validates nothing again."""
     if edge_weight is None:
-        edge_weight = jnp.ones((edge_index.shape[1],), jnp.float32 if dtype is None else dtype)
+        edge_weight = _unit_weights(edge_index, dtype)
     return _laplacian(route_self_loops(edge_index, n), edge_weight, normalization, n)
 
 
