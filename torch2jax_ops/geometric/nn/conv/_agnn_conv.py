@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from ..._core._edges import gather
+from ..._core._edges import gather, gather_pair
 from .._common import graph_input
 from ._attention import GatedPropagation, attend, l2_normalize, loop_plan
 from ._propagation import check_common, convert_aggr
@@ -42,16 +42,15 @@ class AGNNConv(GatedPropagation):
         if x.ndim != 2:
             raise ValueError(f"{op}: `x` must be [num_nodes, channels], got shape "
                              f"{tuple(x.shape)}")
-        n, f = x.shape
+        n = x.shape[0]
         # a sparse adj_t: PyG rebuilds it with its loops, coalesced (values unused)
         edge_index = graph_input(edge_index, x, x, op=op,
                                  coalesce=self.add_self_loops).edge_index
         beta = self.beta if self.requires_grad else jax.lax.stop_gradient(self.beta)
         x_norm = l2_normalize(x)
         src, dst, n_loops = loop_plan(edge_index, n, n, self.add_self_loops)
-        both = gather(jnp.concatenate([x, x_norm], axis=-1), src)  # one gather: x_j, x_norm_j
-        x_j = both[:, :f]
-        scores = beta * jnp.sum(gather(x_norm, dst) * both[:, f:], axis=-1)
+        x_j, x_norm_j = gather_pair(x, x_norm, src)
+        scores = beta * jnp.sum(gather(x_norm, dst) * x_norm_j, axis=-1)
         loop_scores = beta * jnp.sum(x_norm[:n_loops] * x_norm[:n_loops], axis=-1)
         return attend(self, scores, x_j, dst, n, loop_scores, x[:n_loops])
 

@@ -11,7 +11,7 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._convert import state_arrays
 from ....nn._state import next_key
-from ..._core._edges import gather, valid
+from ..._core._edges import gather, gather_pair, valid
 from ...utils._loops import loop_attributes, route_self_loops
 from ...utils._softmax import softmax_aggregate
 from .._common import check_flow, edge_values, graph_input, pair
@@ -109,10 +109,8 @@ class GATConv(eqx.Module):
         # an edge with a dropped end is dropped at its target: no message, no softmax weight
         dst = jnp.where(valid(src, n_src), dst, n_dst)
         heads, channels = self.heads, self.out_channels
-        # One gather brings each edge its source's features and source score (the
-        # costliest op on CPU, and one scatter-add less in the backward pass).
-        both = gather(jnp.concatenate([h_src, a_src[..., None]], axis=-1), src)
-        h_j, alpha = both[..., :channels], both[..., channels]
+        # each edge's source features and source score (one gather on the CPU)
+        h_j, alpha = gather_pair(h_src, a_src, src)
         loop_alpha = a_src[:n_loops]
         if a_dst is not None:
             alpha = alpha + gather(a_dst, dst)

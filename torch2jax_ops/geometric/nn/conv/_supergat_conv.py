@@ -12,7 +12,7 @@ from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._state import next_key
-from ..._core._edges import edge_array, gather, valid
+from ..._core._edges import edge_array, gather, gather_pair, valid
 from .._common import graph_input
 from ._attention import (
     GatedPropagation,
@@ -109,12 +109,11 @@ class SuperGATConv(GatedPropagation):
             # one gather per end brings the features and the end's attention score
             a_l = jnp.sum(h * self._vector(self.att_l), axis=-1)
             a_r = jnp.sum(h * self._vector(self.att_r), axis=-1)
-            at_src = gather(jnp.concatenate([h, a_l[..., None]], axis=-1), src)
-            at_dst = gather(jnp.concatenate([h, a_r[..., None]], axis=-1), dst)
-            h_j, h_i = at_src[..., :channels], at_dst[..., :channels]
+            h_j, s_j = gather_pair(h, a_l, src)
+            h_i, s_i = gather_pair(h, a_r, dst)
             logits = self._logits(h_i, h_j)
             loop_logits = self._logits(h[:n_loops], h[:n_loops])
-            scores = (at_src[..., channels] + at_dst[..., channels]) * jax.nn.sigmoid(logits)
+            scores = (s_j + s_i) * jax.nn.sigmoid(logits)
             loop_scores = (a_l[:n_loops] + a_r[:n_loops]) * jax.nn.sigmoid(loop_logits)
         else:
             h_j, h_i = gather(h, src), gather(h, dst)
