@@ -42,10 +42,26 @@ def test_gpu_benchmark_refuses_without_a_gpu_and_dry_runs_on_the_cpu(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "no GPU visible" in done.stdout
     assert out.read_text() == "# Benchmarks\n\n## other\n\nkept\n"  # untouched
+    log = tmp_path / "rows.jsonl"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--allow-cpu",
-                    "--edges", "2000", "--features", "4", "--nodes", "50", "--model-nodes",
-                    "200", "--model-edges", "1000", "--repeat", "1", "--out", str(out)],
+                    "--edges", "2000", "--features", "4", "--nodes", "50", "--sizes", "10k",
+                    "--families", "GCN,GAT,HeteroConv(SAGE)", "--widths", "16", "--repeat", "1",
+                    "--matrix-repeat", "1", "--log", str(log), "--out", str(out)],
                    check=True, capture_output=True, text=True, timeout=600)
     text = out.read_text()
     assert "kept" in text and "## GPU" in text and "| scatter_max (values, argmax) |" in text
-    assert "| GCN | " in text and "| GAT | " in text
+    for name in ("GCN 16", "GAT 8x8", "HeteroConv(SAGE) 16"):
+        assert f"| {name} | " in text and f"| {name} | error" not in text
+    # the log renders the same section again, with nothing measured
+    again = tmp_path / "again.md"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--from-log", str(log),
+                    "--out", str(again)], check=True, capture_output=True, text=True, timeout=600)
+    assert again.read_text().split("## GPU")[1] == text.split("## GPU")[1]
+
+
+def test_known_bad_jaxlib_releases_are_named():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu import known_bad_jaxlib
+    assert [known_bad_jaxlib(v) for v in ("0.10.1", "0.10.2", "0.10.3", "0.11.0", "0.11.1",
+                                          "0.11.2", "0.9.2")] == \
+        [False, True, True, True, False, False, False]
