@@ -96,6 +96,7 @@ bench: setup
 # torch and torch_scatter; writes the GPU section of benchmarks/RESULTS.md.
 GPU_PY ?= python3
 bench-gpu:
+	rm -f benchmarks/gpu_rows.jsonl
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(GPU_PY) benchmarks/gpu.py --out benchmarks/RESULTS.md \
 	  --log benchmarks/gpu_rows.jsonl
 	XLA_PYTHON_CLIENT_PREALLOCATE=false $(GPU_PY) benchmarks/bench_loader.py

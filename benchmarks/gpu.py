@@ -36,8 +36,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import matrix  # noqa: E402
-from run import GPU_SECTION, median_seconds  # noqa: E402  (same timing rule as make bench)
+import matrix  # noqa: E402  (the speed matrix; the timing rule of make bench)
 
 import torch2jax_ops as t2j  # noqa: E402
 
@@ -71,7 +70,7 @@ def copy_bandwidth(nbytes: int, repeat: int) -> float:
     """Bytes per second of a device-to-device copy (read + write) of ``nbytes``."""
     a = jnp.zeros(nbytes // 4, jnp.float32)
     copy = jax.jit(lambda v: v + 0)
-    t = median_seconds({"copy": lambda: _sync(copy(a))}, repeat)["copy"]
+    t = matrix.medians({"copy": lambda: _sync(copy(a))}, repeat, "cpu")["copy"]
     return 2 * nbytes / t
 
 
@@ -114,7 +113,7 @@ def scatter_rows(edges: int, features: int, nodes: int, device: str, repeat: int
             runs["torch_scatter"] = lambda: _sync(theirs())
         if native is not None:
             runs["torch native"] = lambda: _sync(native())
-        rows.append({"op": name, "times": median_seconds(runs, repeat), "bytes": nbytes})
+        rows.append({"op": name, "times": matrix.medians(runs, repeat, "cpu"), "bytes": nbytes})
     return rows
 
 
@@ -213,7 +212,7 @@ def section(log: list, device_name: str) -> str:
 def write_section(path: str, text: str) -> None:
     """Replace the "## GPU" section of ``path`` (or append it)."""
     old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    new = GPU_SECTION.sub(text.rstrip("\n"), old) if GPU_SECTION.search(old) else \
+    new = matrix.GPU_SECTION.sub(text.rstrip("\n"), old) if matrix.GPU_SECTION.search(old) else \
         old.rstrip("\n") + "\n\n" + text
     with open(path, "w") as handle:
         handle.write(new)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -35,6 +36,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+#: RESULTS.md's "## GPU" section, written by ``make bench-gpu`` and kept by ``make bench``
+GPU_SECTION = re.compile(r"## GPU\n.*?(?=\n## |\Z)", re.S)
 #: size label -> (nodes, edges)
 SIZES = {"10k": (1_000, 10_000), "100k": (10_000, 100_000), "1M": (100_000, 1_000_000),
          "10M": (1_000_000, 10_000_000)}

@@ -16,7 +16,6 @@ import argparse
 import datetime
 import os
 import platform
-import re
 import statistics
 import sys
 import time
@@ -36,7 +35,7 @@ if ROOT not in sys.path:  # the suite's test models live in the checkout (torch2
 OPS = ("sum", "mean", "max", "mul")
 #: the parts of a run, in the order of RESULTS.md (--only picks some)
 PARTS = ("scatter", "scatter-extreme", "segments", "sweep", "small", "exchange", "as-torch",
-         "models", "converted", "layers", "hetero", "loader", "scale")
+         "models", "converted", "layers", "hetero", "loader", "matrix", "scale")
 DEFAULT_OUT = "benchmarks/RESULTS.md"
 
 
@@ -594,7 +593,7 @@ def extreme_markdown(extreme: list[dict], args: argparse.Namespace) -> list[str]
 
 
 #: the "GPU" section of RESULTS.md, up to the next section (benchmarks/gpu.py writes it)
-GPU_SECTION = re.compile(r"## GPU\n.*?(?=\n## |\Z)", re.S)
+from matrix import GPU_SECTION  # noqa: E402  (one pattern, shared with gpu.py)
 
 
 def _keep_gpu_section(text: str, path: str) -> str:
@@ -936,6 +935,18 @@ def main(argv=None) -> int:
             "jits the port's arrays split once from the rest (migration_guide/training.md, "
             "\"A fast step\").",
             bench_loader.run(quick=args.quick), LOADER_NOTES)
+    if part["matrix"]:
+        import matrix
+        sizes, widths = (["10k"], [16]) if args.quick else (["100k", "1M"], list(matrix.WIDTHS))
+        families = ["GCN", "GAT"] if args.quick else list(matrix.FAMILIES)
+        extra += ["## The speed matrix on the CPU", "",
+                  "Every ported conv family as a two-layer user model (`benchmarks/matrix.py`: "
+                  "widths, heads and what a step is are in its docstring), ported by "
+                  "`from_torch`, fwd+bwd under `jax.jit` vs PyG eager on this machine's "
+                  "cores; GB/s is XLA's bytes accessed over our time; **above** marks a row "
+                  "over its line (0.5 of PyG; GAT at 4x64 and 1x256: 0.3).", ""]
+        extra += matrix.markdown(matrix.run(sizes, families, widths, "cpu",
+                                            1 if args.quick else 5))
     if part["scale"]:
         import bench_scale
         extra += scale_markdown(bench_scale.run(quick=args.quick))

@@ -28,6 +28,7 @@ def test_benchmark_script_writes_a_table(tmp_path):
     assert "| to_jax | " in text and "| to_torch | " in text and "| as_torch(f) + backward |" in text
     assert "converted / hand" in text and "Converting a 10-layer model" in text
     assert "| GATv2Conv x2 |" in text and "| PNAConv x2 |" in text  # part "layers"
+    assert "| GCN 16 | " in text and "| GAT 8x8 | " in text  # part "matrix"
     assert "| HeteroConv(SAGEConv) x2 |" in text  # part "hetero"
     assert "| GIN epoch: JaxLoader + jit vs DataLoader + eager |" in text  # part "loader"
     assert "Edge arrays of E = " in text and "shard_map" in text  # part "scale"
