@@ -54,10 +54,18 @@ def on_host():
     ``from_torch`` / ``from_pyg`` place on the default device: on a GPU machine they copy
     a CPU tensor to the GPU (as they should), so a zero-copy test pins the CPU.
     """
-    import jax
+    from testkit.devices import on_cpu
 
-    with jax.default_device(jax.devices("cpu")[0]):
+    with on_cpu():
         yield
+
+
+def pytest_configure(config):
+    """``T2J_TEST_DEFAULT_DEVICE=<i>``: JAX's default device is ``jax.devices()[i]``
+    (testkit/devices.py)."""
+    from testkit.devices import configure
+
+    configure()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -68,11 +76,14 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_setup(item):
     """A parity case verified from a newer torch than the installed one (``Case.min_torch``)
-    is skipped with its reason, in every test that takes a ``case``."""
+    is skipped with its reason, in every test that takes a ``case``; a test marked ``gpu``
+    unless JAX's backend is a GPU (testkit/devices.py)."""
     import pytest
 
+    from testkit.devices import skip_unless_gpu
     from torch2jax_ops.parity._suite import Case
 
+    skip_unless_gpu(item)
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("case") if callspec is not None else None
     if isinstance(case, Case) and case.skip_reason():

@@ -70,8 +70,14 @@ def test_torch_to_jax_shares_the_buffer(name, shape, device):
 @pytest.mark.parametrize("name", SHARED_DTYPES)
 def test_jax_to_torch_shares_the_buffer(name, shape, device):
     with dtypes.x64(dtypes.needs_x64(name)):
-        owned = jnp.array(to_jax(sample(name, shape), copy=True), copy=True)  # JAX's own buffer
+        values = np.asarray(to_jax(sample(name, shape), copy=True))
+        # JAX's own buffer, made on the device from host values: moving an array from the CPU
+        # device instead fails for empty arrays on a GPU (jax 0.11.2: "UNIMPLEMENTED:
+        # AllocateForDelinearizationAsync is not supported")
+        with jax.default_device(jax_device(device)):
+            owned = jnp.array(values, copy=True)
         array = jax.device_put(owned, jax_device(device))
+        assert array.devices() == {jax_device(device)}
         tensor = to_torch(array, copy=False)
         assert tensor.device.type == device
         assert tensor.dtype == dtypes.torch_dtype(name) and tuple(tensor.shape) == shape
@@ -301,7 +307,7 @@ class Net(torch.nn.Module):
         return self.out(torch.relu(self.bn(self.lin(x))))
 
 
-def test_state_dict_round_trip_is_zero_copy_per_leaf():
+def test_state_dict_round_trip_is_zero_copy_per_leaf(on_host):
     torch.manual_seed(0)
     net = Net()
     state = net.state_dict()
@@ -321,7 +327,7 @@ def test_state_dict_round_trip_is_zero_copy_per_leaf():
     torch.testing.assert_close(other(x), net(x), rtol=0, atol=0)
 
 
-def test_tree_errors_name_the_leaf():
+def test_tree_errors_name_the_leaf(on_host):
     state = Net().state_dict()
     with dtypes.x64(False):
         with pytest.raises(TypeError, match=r"at \['bn.num_batches_tracked'\].*64-bit"):
@@ -332,7 +338,7 @@ def test_tree_errors_name_the_leaf():
         tree_to_jax({"w": [torch.ones(2), torch.ones(4)[::2]]}, copy=False)
 
 
-def test_optimizer_state_keeps_its_non_tensor_leaves():
+def test_optimizer_state_keeps_its_non_tensor_leaves(on_host):
     torch.manual_seed(0)
     net = Net()
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)

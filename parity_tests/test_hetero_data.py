@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from torch2jax_ops.parity.cases.hetero import CITES, WRITES, _heteroconv, built, hetero_graph
 from torch2jax_ops import shares_memory
 from torch2jax_ops.geometric.data import HeteroGraph, HeteroLadder, from_pyg, pad_hetero
 from torch2jax_ops.geometric.loader import JaxLoader, LadderWarning
 from torch2jax_ops.geometric.loader._progress import compilations
 from torch2jax_ops.nn import from_torch
+from torch2jax_ops.parity.cases.hetero import CITES, WRITES, _heteroconv, built, hetero_graph
 
 
 def labelled(name="dblp-like"):
@@ -36,7 +36,7 @@ def neighbor_batches(data, batch_size=3, seed=0):
 
 # --------------------------------------------------------------------------- from_pyg
 
-def test_from_pyg_keeps_every_type_its_order_and_shares_features():
+def test_from_pyg_keeps_every_type_its_order_and_shares_features(on_host):
     data = labelled("with-venue")
     g = from_pyg(data)
     assert isinstance(g, HeteroGraph)

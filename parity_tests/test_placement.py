@@ -9,10 +9,8 @@ import pytest
 import torch
 
 import torch2jax_ops as t2j
-from torch2jax_ops.parity import ParityError, compare
-
 from parity_tests.conftest import run_on_host_devices
-
+from torch2jax_ops.parity import ParityError, compare
 
 SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, torch, torch_geometric.nn as tnn
@@ -89,16 +87,67 @@ def test_as_torch_returns_tensors_on_the_inputs_device():
 
 
 def test_parity_runs_at_the_highest_matmul_precision_by_default():
+    """The tools force the highest precision on both sides whatever the caller's setting (TF32
+    here), and ``precision="default"`` leaves the caller's setting alone. Holds with
+    ``JAX_DEFAULT_MATMUL_PRECISION=highest`` exported too (migration_guide/gpu.md)."""
     seen = []
 
     def port(x):
-        seen.append(jax.config.jax_default_matmul_precision)
+        seen.append((jax.config.jax_default_matmul_precision,
+                     torch.backends.cuda.matmul.allow_tf32))
         return x * 2
 
-    result = compare(lambda x: x * 2, port, torch.ones(2))
-    assert result.precision == "highest" and "matmul precision: highest" in str(result)
+    outside = jax.config.jax_default_matmul_precision  # None, or the environment's
     compare(lambda x: x * 2, port, torch.ones(2), precision="default")
-    assert seen[0] == "highest" and seen[-1] is None
-    assert torch.backends.cuda.matmul.allow_tf32 is False  # restored
+    assert seen[-1] == (outside, False)
+    cuda = torch.backends.cuda.matmul
+    saved = cuda.allow_tf32
+    try:
+        cuda.allow_tf32 = True
+        with jax.default_matmul_precision("tensorfloat32"):
+            result = compare(lambda x: x * 2, port, torch.ones(2))
+            assert result.precision == "highest" and "matmul precision: highest" in str(result)
+            assert seen[-1] == ("highest", False)
+            compare(lambda x: x * 2, port, torch.ones(2), precision="default")
+            assert seen[-1] == ("tensorfloat32", True)
+            assert jax.config.jax_default_matmul_precision == "tensorfloat32"  # restored
+        assert cuda.allow_tf32 is True  # restored
+    finally:
+        cuda.allow_tf32 = saved
     with pytest.raises(ParityError, match="precision must be one of"):
         compare(lambda x: x, lambda x: x, torch.ones(1), precision="tf32")
+
+
+@pytest.mark.gpu
+def test_ports_land_on_the_gpu_and_match_their_cpu_twins():
+    """On a card: ``from_torch`` places a port on the GPU (JAX's default device there), CPU
+    inputs from ``to_jax`` follow it under jit, the forward runs there and matches the same
+    port on the CPU within float32's tolerance at the highest matmul precision; the GPU's
+    program has no call to the CPU kernel, which the CPU's has (SAGEConv's sum of source
+    rows)."""
+    import numpy as np
+    import torch_geometric.nn as tnn
+
+    from testkit.devices import cpu
+    from torch2jax_ops import dtypes
+    from torch2jax_ops.nn import from_torch
+
+    gpu = jax.devices("gpu")[0]
+    assert t2j.dlpack.default_device() == gpu
+    torch.manual_seed(0)
+    x, ei = torch.randn(200, 16), torch.randint(0, 200, (2, 3000))
+    inputs = (t2j.to_jax(x), t2j.to_jax(ei, allow_downcast=True))  # CPU, uncommitted
+    forward = jax.jit(lambda m, x, e: m(x, e))
+    rtol, atol = dtypes.tolerance("float32")
+    for layer in (tnn.GCNConv(16, 8), tnn.SAGEConv(16, 8, aggr="sum")):
+        port, twin = from_torch(layer), from_torch(layer, device=cpu())
+        assert {d for leaf in jax.tree.leaves(port) if isinstance(leaf, jax.Array)
+                for d in leaf.devices()} == {gpu}
+        with jax.default_matmul_precision("highest"):
+            out, ref = forward(port, *inputs), forward(twin, *inputs)
+        assert out.devices() == {gpu} and ref.devices() == {cpu()}
+        np.testing.assert_allclose(np.asarray(out), np.asarray(ref), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(np.asarray(out), layer(x, ei).detach().numpy(), rtol=rtol,
+                                   atol=atol)
+        assert "torch2jax_ops_gather_scatter_add" not in forward.lower(port, *inputs).as_text()
+    assert "torch2jax_ops_gather_scatter_add" in forward.lower(twin, *inputs).as_text()

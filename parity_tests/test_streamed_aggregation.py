@@ -9,6 +9,9 @@ each of the CPU's two forms of ``geometric._core._edges.gather_aggregate``:
 
 The graph has self-loops, repeated edges and nodes that receive no message. Forward and
 gradients (every parameter and ``x``) are compared with PyG in float32 and float64.
+
+Both forms are the CPU's (``lax.platform_dependent``): the tests run on the CPU device, whatever
+JAX's default device is (the GPU on a CUDA machine; testkit/devices.py).
 """
 import jax
 import numpy as np
@@ -18,6 +21,7 @@ import torch_geometric.nn as pnn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from testkit.devices import on_cpu, require_one_device
 from torch2jax_ops import dtypes, to_jax
 from torch2jax_ops.geometric._core import _cpu_kernel
 from torch2jax_ops.nn import from_torch
@@ -40,8 +44,15 @@ LAYERS = {
 MARKS = {"native": "torch2jax_ops_gather_scatter_add", "streamed": "stablehlo.while"}
 
 
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    with on_cpu():
+        yield
+
+
 @pytest.fixture(params=list(MARKS))
 def form(request, monkeypatch):
+    require_one_device(f"the {request.param} form")
     if request.param == "streamed":
         monkeypatch.setenv(_cpu_kernel.ENVIRONMENT, "0")
         monkeypatch.setattr(_gather, "STREAM_ELEMENTS", 64)

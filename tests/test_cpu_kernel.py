@@ -4,6 +4,11 @@
 than skip, when it is missing, so a set-up that stops building it is caught. Every value
 is checked against the two XLA steps it replaces (gather, scatter-add: the same sums in
 the same order, so equal to the bit) and against a plain numpy loop.
+
+The kernel is an XLA:CPU FFI handler: every test here runs on the CPU device, whatever JAX's
+default device is (the GPU on a CUDA machine), and the tests that the callers pick it need a
+process with one device (``usable``; testkit/devices.py). The lowering for CUDA is checked
+here too (no kernel in it); a run on a card checks the values (``gpu`` mark).
 """
 import os
 import shutil
@@ -17,12 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from testkit.devices import cpu, on_cpu, require_one_device
 from testkit.scatter_refs import edges as _edges
 from testkit.scatter_refs import one_pass as _two_steps
 from testkit.scatter_refs import reference_sum as _loop
 from torch2jax_ops import dtypes
-from torch2jax_ops.geometric._core._edges import aggregate, gather_aggregate, gather_rows
 from torch2jax_ops.geometric._core import _cpu_kernel
+from torch2jax_ops.geometric._core._edges import aggregate, gather_aggregate, gather_rows
 
 TARGET = "torch2jax_ops_gather_scatter_add"
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,14 +38,27 @@ def _kernel_calls(f, *args):
     return f.lower(*args).as_text().count(TARGET)
 
 
-def test_kernel_is_built_and_loads():
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """Every test runs on the CPU device (a ``gpu`` test commits its arrays to the GPU)."""
+    with on_cpu():
+        yield
+
+
+@pytest.fixture
+def one_device():
+    """The callers (``gather_aggregate``) pick the kernel in a process with one device."""
+    require_one_device("the CPU kernel")
+
+
+def test_kernel_is_built_and_loads(one_device):
     assert _cpu_kernel.load_error() is None, (
         f"{_cpu_kernel.load_error()} -- `make setup` builds it; this test guards that it does")
     assert _cpu_kernel.library_path().exists() and _cpu_kernel.usable(jnp.float32)
     assert _cpu_kernel.usable(jnp.float64) and not _cpu_kernel.usable(jnp.float16)
 
 
-def test_switched_off_by_the_environment(monkeypatch):
+def test_switched_off_by_the_environment(monkeypatch, one_device):
     monkeypatch.setenv(_cpu_kernel.ENVIRONMENT, "0")
     assert _cpu_kernel.load_error() == f"{_cpu_kernel.ENVIRONMENT}=0" and not _cpu_kernel.usable(jnp.float32)
     x, ids = jnp.ones((9, 4)), jnp.zeros(50, jnp.int32)
@@ -161,10 +180,15 @@ def test_vmap_of_tables_is_one_call_and_of_ids_too():
 
 def test_concurrent_calls_do_not_deadlock():
     """Two large sums in one program (XLA may run them at once on the pool's threads, each
-    then asking the pool for help) and four Python threads calling it: all finish."""
+    then asking the pool for help) and four Python threads calling it: all finish.
+
+    The arrays are committed to the CPU device: ``jax.default_device`` is per thread, so
+    uncommitted ones would run on the default device in the new threads (the GPU on a CUDA
+    machine, which sums in its own order)."""
     rng = np.random.default_rng(4)
-    a = jnp.asarray(rng.standard_normal((5000, 64)), jnp.float32)
-    src, dst = (jnp.asarray(rng.integers(0, 5000, 80_000), jnp.int32) for _ in range(2))
+    a = jax.device_put(rng.standard_normal((5000, 64)).astype(np.float32), cpu())
+    src, dst = (jax.device_put(rng.integers(0, 5000, 80_000).astype(np.int32), cpu())
+                for _ in range(2))
     both = jax.jit(lambda a, s, d: (_cpu_kernel.gather_scatter_add(a, s, d, 5000),
                                     _cpu_kernel.gather_scatter_add(2 * a, d, s, 5000)))
     want = [np.asarray(v) for v in both(a, src, dst)]
@@ -173,7 +197,9 @@ def test_concurrent_calls_do_not_deadlock():
     def call():
         try:
             for _ in range(5):
-                results.append([np.asarray(v) for v in both(a, src, dst)])
+                out = both(a, src, dst)
+                assert all(v.devices() == {cpu()} for v in out)
+                results.append([np.asarray(v) for v in out])
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -190,7 +216,7 @@ def test_concurrent_calls_do_not_deadlock():
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_gather_aggregate_uses_it_and_equals_gather_then_aggregate(reduce, dtype):
+def test_gather_aggregate_uses_it_and_equals_gather_then_aggregate(reduce, dtype, one_device):
     rng = np.random.default_rng(2)
     x = jnp.asarray(rng.standard_normal((9, 4)), dtype)
     src = jnp.asarray(rng.integers(0, 9, 50), jnp.int32)
@@ -205,7 +231,7 @@ def test_gather_aggregate_uses_it_and_equals_gather_then_aggregate(reduce, dtype
     assert (counts == 0).any() and (got[counts == 0] == 0).all()  # empty targets: 0
 
 
-def test_gather_aggregate_half_accumulates_in_float32():
+def test_gather_aggregate_half_accumulates_in_float32(one_device):
     # 2048 + 1 + 1 + ... in float16 stays 2048 (1 is below half an ulp); float32 counts them
     x = jnp.asarray([[2048.0], [1.0]], jnp.float16)
     src = jnp.asarray([0] + [1] * 40, jnp.int32)
@@ -213,6 +239,60 @@ def test_gather_aggregate_half_accumulates_in_float32():
     assert _kernel_calls(run, x, src) == 1
     got = run(x, src)
     assert got.dtype == jnp.float16 and float(got[0, 0]) == 2088.0
+
+
+def _cuda_text(f, *args):
+    """``f`` lowered for CUDA (no GPU needed)."""
+    return jax.jit(f).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+def test_the_cuda_lowering_runs_the_two_steps_never_the_kernel():
+    """The kernel is registered for XLA:CPU only: lowered for a GPU, the primitive (forward
+    and gradient) is the gather and scatter-add, and ``gather_aggregate`` does not even pick
+    it (``lax.platform_dependent``); lowered for both, only the CPU branch calls it."""
+    rng = np.random.default_rng(5)
+    table = jnp.asarray(rng.standard_normal((9, 3)), jnp.float32)
+    src, dst = _edges(rng, 40, 9, 6)
+
+    def direct(t, s, d):
+        return _cpu_kernel.gather_scatter_add(t, s, d, 6)
+
+    def grad(t, s, d):
+        return jax.grad(lambda t: (direct(t, s, d) ** 2).sum())(t)
+
+    for f in (direct, grad, lambda t, s, d: gather_aggregate(t, s, d, 6),
+              lambda t, s, d: gather_aggregate(t, s, d, 6, "mean")):
+        text = _cuda_text(f, table, src, dst)
+        assert TARGET not in text and "stablehlo.scatter" in text
+    assert _kernel_calls(jax.jit(direct), table, src, dst) == 1  # the CPU's lowering
+    both = jax.jit(direct).trace(table, src, dst).lower(lowering_platforms=("cpu", "cuda"))
+    assert both.as_text().count(TARGET) == 1
+
+
+@pytest.mark.gpu
+def test_arrays_on_the_gpu_never_reach_the_kernel():
+    """Arrays committed to the GPU: the primitive and ``gather_aggregate`` run the two steps
+    there (no custom call in the program), on the GPU, and agree with the CPU kernel's sums
+    within float32's tolerance (a GPU adds in its own order)."""
+    gpu = jax.devices("gpu")[0]
+    rng = np.random.default_rng(6)
+    host = (np.asarray(rng.standard_normal((900, 16)), np.float32),
+            *map(np.asarray, _edges(rng, 20_000, 900, 600)))
+    on_gpu = [jax.device_put(a, gpu) for a in host]
+    on_host = [jax.device_put(a, cpu()) for a in host]
+    rtol, atol = dtypes.tolerance(np.float32)
+    for f in (lambda t, s, d: _cpu_kernel.gather_scatter_add(t, s, d, 600),
+              lambda t, s, d: gather_aggregate(t, s, d, 600),
+              lambda t, s, d: gather_aggregate(t, s, d, 600, "mean")):
+        run = jax.jit(f)
+        assert _kernel_calls(run, *on_gpu) == 0
+        got = run(*on_gpu)
+        assert got.devices() == {gpu}
+        want = run(*on_host)
+        assert want.devices() == {cpu()}
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=rtol, atol=atol)
+    assert _kernel_calls(jax.jit(lambda t, s, d: _cpu_kernel.gather_scatter_add(t, s, d, 600)),
+                         *on_host) == 1
 
 
 def test_fingerprint_and_build_errors(tmp_path, monkeypatch):
@@ -269,6 +349,7 @@ _SUM = """
 import sys, warnings
 import jax, jax.numpy as jnp, numpy as np
 warnings.simplefilter("always")
+jax.config.update("jax_default_device", jax.devices("cpu")[0])  # the GPU on a CUDA machine
 from torch2jax_ops.geometric._core._edges import gather_aggregate
 from torch2jax_ops.geometric._core import _cpu_kernel
 x = jnp.asarray(np.arange(12.0, dtype=np.float32).reshape(6, 2))
@@ -287,7 +368,7 @@ def _python(env, code, cwd):
                           text=True, timeout=600)
 
 
-def test_first_use_builds_the_kernel_into_an_empty_cache(tmp_path):
+def test_first_use_builds_the_kernel_into_an_empty_cache(tmp_path, one_device):
     env = dict(os.environ, **{_cpu_kernel.DIR_ENVIRONMENT: str(tmp_path / "cache")})
     env.pop(_cpu_kernel.ENVIRONMENT, None)
     env.pop(_cpu_kernel.BUILD_ENVIRONMENT, None)

@@ -5,12 +5,17 @@
 forms of ``take_groups`` and ``jax.ops.segment_sum`` for some consumers; they
 must give the same values and gradients, and never let an invalid id wrap
 around or reach a real row.
+
+The streamed sum is a form the CPU picks (``lax.platform_dependent``), equal to one pass to
+the bit there (XLA:CPU adds in a fixed order): its tests run on the CPU device, whatever
+JAX's default device is (the GPU on a CUDA machine; testkit/devices.py).
 """
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from testkit.devices import on_cpu, require_one_device
 from testkit.scatter_refs import edges as _edges
 from testkit.scatter_refs import one_pass as _one_pass
 from testkit.scatter_refs import reference_sum as _reference_sum
@@ -115,7 +120,14 @@ def test_forms_have_no_mask_after_the_gather():
 # ------------------------------------------------------------------ streamed sum
 
 @pytest.fixture
-def small_blocks(monkeypatch):
+def host():
+    """The CPU device, where the library picks the loop."""
+    with on_cpu():
+        yield
+
+
+@pytest.fixture
+def small_blocks(monkeypatch, host):
     """Stream from 40 gathered elements on, in blocks of 24 elements (8 rows of 3): many
     blocks and a remainder. The CPU kernel (tests/test_cpu_kernel.py) is switched off: it
     would take the place of the loop."""
@@ -128,7 +140,7 @@ def small_blocks(monkeypatch):
 
 
 @pytest.mark.parametrize("sorted_ids", [False, True])
-def test_streamed_sum_equals_one_pass_and_reference(sorted_ids):
+def test_streamed_sum_equals_one_pass_and_reference(sorted_ids, host):
     from torch2jax_ops.torch_scatter._gather import streamed_sum
 
     rng = np.random.default_rng(0)
@@ -145,7 +157,7 @@ def test_streamed_sum_equals_one_pass_and_reference(sorted_ids):
     np.testing.assert_allclose(streamed, _reference_sum(table, src, dst, 6), rtol=1e-5, atol=1e-6)
 
 
-def test_streamed_sum_drops_invalid_ids_without_wrapping():
+def test_streamed_sum_drops_invalid_ids_without_wrapping(host):
     from torch2jax_ops.torch_scatter._gather import streamed_sum
 
     table = jnp.arange(1, 13, dtype=jnp.float32).reshape(4, 3)
@@ -157,7 +169,7 @@ def test_streamed_sum_drops_invalid_ids_without_wrapping():
                                                  4 * np.arange(4, 7)]).astype(np.float32))
 
 
-def test_streamed_sum_gradient_jvp_and_vmap():
+def test_streamed_sum_gradient_jvp_and_vmap(host):
     from torch2jax_ops.torch_scatter._gather import streamed_sum
 
     rng = np.random.default_rng(1)
@@ -189,6 +201,7 @@ def test_streamed_sum_gradient_jvp_and_vmap():
 def test_gather_aggregate_streams_and_equals_gather_then_aggregate(small_blocks, reduce):
     from torch2jax_ops.geometric._core._edges import aggregate, gather_aggregate, gather_rows
 
+    require_one_device("the streamed loop")
     rng = np.random.default_rng(2)
     x = jnp.asarray(rng.standard_normal((9, 4)), jnp.float32)
     src = jnp.asarray(rng.integers(0, 9, 50), jnp.int32)

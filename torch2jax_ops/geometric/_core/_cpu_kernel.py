@@ -208,6 +208,11 @@ def gather_scatter_add(table: jax.Array, src: jax.Array, dst: jax.Array,
     ``[num_segments, *F]``. An edge with ``src`` outside ``[0, M)`` or ``dst``
     outside ``[0, num_segments)`` adds nothing (negative ids never wrap around).
     Check :func:`usable` first: this raises when the kernel is not loaded.
+
+    The kernel is an XLA:CPU handler and sees CPU buffers only: where the arrays live on
+    another device (a GPU), the program is lowered for that platform and runs the two steps
+    instead (gather, scatter-add; the same values up to the order of the sums), with no
+    custom call in it.
     """
     if np.dtype(table.dtype) not in _TARGETS:
         raise TypeError(f"gather_scatter_add: table must be float32 or float64, got "
