@@ -1,0 +1,70 @@
+"""Where the parity tools put the torch tensors they make, and torch's TF32 switches around a
+comparison (issue 34): checked on the CPU. The tensors a tool makes follow the device of the
+tensor they belong to (``_devices.device_of``); the "meta" device stands in for a GPU here,
+a device other than the CPU that every torch build has. test_parity_on_cuda.py runs the
+tools themselves on a GPU."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from torch2jax_ops.parity import _devices, compare
+
+META = torch.device("meta")
+
+
+# ---------------------------------------------------------------- the device rule
+
+def test_tensor_like_makes_the_values_in_the_dtype_and_on_the_device_of_its_tensor():
+    values = np.random.default_rng(0).standard_normal((2, 3))
+    on_cpu = _devices.tensor_like(values, torch.zeros(1, dtype=torch.bfloat16))
+    assert on_cpu.dtype == torch.bfloat16 and on_cpu.device.type == "cpu"
+    # rounded once, from the float64 values (the rounding the JAX side's copy gets)
+    assert torch.equal(on_cpu, torch.tensor(values).to(torch.bfloat16))
+    elsewhere = _devices.tensor_like(values, torch.empty(2, 3, dtype=torch.float16, device=META))
+    assert elsewhere.device == META and elsewhere.dtype == torch.float16
+    assert tuple(elsewhere.shape) == (2, 3)
+    assert _devices.device_of(torch.empty(1, device=META)) == META
+
+
+def test_every_cotangent_is_made_on_the_device_its_output_gives(monkeypatch):
+    outputs = []
+
+    def theirs(x, y):
+        out = (x.sin(), (x * y).sum(0))
+        outputs.extend(out)
+        return out
+
+    def ours(x, y):
+        return jnp.sin(x), (x * y).sum(0)
+
+    x, y = torch.randn(4, 3), torch.randn(4, 3)
+    asked = []
+    real = _devices.device_of
+
+    def spy(tensor):
+        asked.append(tensor)
+        return real(tensor)
+
+    monkeypatch.setattr(_devices, "device_of", spy)
+    assert compare(theirs, ours, x, y).passed
+    assert {id(t) for t in outputs} <= {id(t) for t in asked}  # one cotangent per output
+
+    # a cotangent on another device than its output is what autograd refuses (issue 34's
+    # "expected device cuda:0 but got cpu"): the device of each one is device_of's answer
+    monkeypatch.setattr(_devices, "device_of", lambda tensor: META)
+    with pytest.raises(RuntimeError, match="expected device cpu but got meta"):
+        compare(theirs, ours, x, y)
+
+
+def test_the_cotangent_is_the_seeded_draw_rounded_to_the_outputs_dtype():
+    # torch's gradient of the identity is its cotangent; the port's (stop_gradient) is zero:
+    # the gradient leaf's error is the cotangent itself, the same numbers as before issue 34
+    x = torch.randn(5, 4)
+    result = compare(lambda t: t * 1.0, jax.lax.stop_gradient, x, seed=3)
+    cotangent = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
+    leaf = result["grad[0]"]
+    assert not leaf.passed and leaf.max_abs == float(np.abs(cotangent).max())
+    assert leaf.worst_index == np.unravel_index(np.argmax(np.abs(cotangent)), (5, 4))
+    assert result["output"].passed and result["output"].max_abs == 0.0
