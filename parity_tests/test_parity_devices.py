@@ -8,8 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from torch2jax_ops.parity import _devices, compare
+from torch2jax_ops.parity._random import torch_draws
 
 META = torch.device("meta")
 
@@ -68,3 +70,30 @@ def test_the_cotangent_is_the_seeded_draw_rounded_to_the_outputs_dtype():
     assert not leaf.passed and leaf.max_abs == float(np.abs(cotangent).max())
     assert leaf.worst_index == np.unravel_index(np.argmax(np.abs(cotangent)), (5, 4))
     assert result["output"].passed and result["output"].max_abs == 0.0
+
+
+# ---------------------------------------------------------------- random draws
+
+def test_replayed_draws_come_back_on_the_device_and_in_the_dtype_asked_for():
+    with torch_draws() as draws:
+        torch.rand(2, 3)
+        torch.randn(4)
+    with torch_draws(replay=draws):
+        u = torch.rand(2, 3, device=META)
+        z = torch.randn(4, dtype=torch.float16, device=META)
+    assert u.device == META and z.device == META and z.dtype == torch.float16
+
+
+def test_the_patched_draws_of_a_tensor_are_made_on_its_device():
+    def drawing(x):
+        return (F.dropout(x, 0.5), torch.empty_like(x).uniform_(-1, 1),
+                torch.empty_like(x).normal_(), torch.normal(x, 0.5),
+                F.rrelu(x - 1.0, training=True), F.dropout2d(x[None, :, :, None], 0.5))
+
+    with torch_draws() as draws:
+        on_cpu = drawing(torch.ones(3, 4))
+    assert [d.kind for d in draws] == ["keep", "uniform", "normal", "normal", "uniform", "keep"]
+    with torch_draws(replay=draws):  # the same draws for a tensor on another device
+        elsewhere = drawing(torch.ones(3, 4, device=META))
+    assert [t.device for t in elsewhere] == [META] * len(on_cpu)
+    assert [t.shape for t in elsewhere] == [t.shape for t in on_cpu]
