@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
 
-from torch2jax_ops.parity import _devices, compare
+from torch2jax_ops.parity import _devices, compare, fuzz
 from torch2jax_ops.parity._random import torch_draws
 
 META = torch.device("meta")
@@ -97,3 +98,28 @@ def test_the_patched_draws_of_a_tensor_are_made_on_its_device():
         elsewhere = drawing(torch.ones(3, 4, device=META))
     assert [t.device for t in elsewhere] == [META] * len(on_cpu)
     assert [t.shape for t in elsewhere] == [t.shape for t in on_cpu]
+
+
+# ---------------------------------------------------------------- fuzzing on a device
+
+def test_fuzzed_problems_are_made_on_the_device_asked_for():
+    @settings(max_examples=8, deadline=None, database=None)
+    @given(problem=fuzz.scatter_inputs(("float32", "int64"), device=META))
+    def check(problem):
+        assert problem.src.device == META and problem.index.device == META
+        assert problem.index.dtype == torch.int64
+        assert problem.src.dtype == getattr(torch, problem.dtype)
+
+    check()
+
+
+def test_fuzzed_problems_stay_on_the_cpu_by_default():
+    @settings(max_examples=8, deadline=None, database=None)
+    @given(problem=fuzz.scatter_inputs(("float32",)))
+    def check(problem):
+        assert problem.src.device.type == "cpu" and problem.index.device.type == "cpu"
+        if problem.dim_size is not None:  # read off the host copy of the ids, as before
+            ids = problem.index.numpy()
+            assert problem.dim_size >= (int(ids.max()) + 1 if ids.size else 0)
+
+    check()
