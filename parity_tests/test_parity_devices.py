@@ -123,3 +123,108 @@ def test_fuzzed_problems_stay_on_the_cpu_by_default():
             assert problem.dim_size >= (int(ids.max()) + 1 if ids.size else 0)
 
     check()
+
+
+# ---------------------------------------------------------------- TF32 switches
+
+#: torch's per-backend float32 precision settings (torch >= 2.9), as a fresh process has them
+DEFAULTS = {("generic", "all"): "none", ("cuda", "all"): "none", ("mkldnn", "all"): "none",
+            ("cuda", "matmul"): "none", ("cuda", "conv"): "tf32", ("cuda", "rnn"): "tf32",
+            ("mkldnn", "matmul"): "none", ("mkldnn", "conv"): "none", ("mkldnn", "rnn"): "none"}
+_FP32_KEYS = tuple(DEFAULTS)
+
+
+def _state():
+    """Every switch as torch reads it; "refused" where torch refuses (mixed legacy/new)."""
+    def read(get):
+        try:
+            return get()
+        except RuntimeError:
+            return "refused"
+
+    legacy = (read(torch.get_float32_matmul_precision),
+              read(lambda: torch.backends.cuda.matmul.allow_tf32),
+              read(lambda: torch.backends.cudnn.allow_tf32))
+    return legacy + tuple(torch._C._get_fp32_precision_getter(*key) for key in _FP32_KEYS)
+
+
+@pytest.fixture
+def fresh_torch_precision():
+    """torch's defaults before and after the test (set by hand, not by the code under test)."""
+    def reset():
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cudnn.allow_tf32 = True
+        for key, value in DEFAULTS.items():
+            torch._C._set_fp32_precision_setter(*key, value)
+
+    reset()
+    assert _state() == ("highest", False, True, *DEFAULTS.values())
+    yield
+    reset()
+
+
+USER_SETTINGS = {
+    "legacy cuda matmul tf32": lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", True),
+    "legacy cudnn tf32 off": lambda: setattr(torch.backends.cudnn, "allow_tf32", False),
+    "matmul precision medium": lambda: torch.set_float32_matmul_precision("medium"),
+    "matmul precision high": lambda: torch.set_float32_matmul_precision("high"),
+    "new api: everything tf32": lambda: setattr(torch.backends, "fp32_precision", "tf32"),
+    # torch itself then refuses to read the legacy matmul switches: the tools must not fail
+    "new api: cuda matmul tf32": lambda: setattr(torch.backends.cuda.matmul, "fp32_precision",
+                                                 "tf32"),
+    "new api: mkldnn matmul bf16": lambda: setattr(torch.backends.mkldnn.matmul,
+                                                   "fp32_precision", "bf16"),
+}
+
+#: what torch reads inside a comparison at precision="highest", whatever the user set
+HIGHEST = ("highest", False, False)
+
+
+@pytest.mark.parametrize("user", list(USER_SETTINGS))
+def test_highest_turns_every_tf32_switch_off_and_gives_the_users_back(user,
+                                                                      fresh_torch_precision):
+    USER_SETTINGS[user]()
+    before = _state()
+    assert before != ("highest", False, True, *DEFAULTS.values())  # the user changed something
+    inside = []
+
+    def theirs(a, b):
+        inside.append(_state())
+        return a @ b
+
+    a, b = torch.randn(8, 5), torch.randn(5, 3)
+    assert compare(theirs, jnp.matmul, a, b).passed
+    assert inside[0][:3] == HIGHEST, inside[0]
+    leaves = dict(zip(_FP32_KEYS, inside[0][3:]))
+    assert {leaves[k] for k in _FP32_KEYS if k[1] != "all"} == {"ieee"}, leaves
+    assert _state() == before  # given back, legacy and per-backend switches alike
+
+
+def test_a_restored_switch_still_follows_its_parent(fresh_torch_precision):
+    torch.backends.fp32_precision = "tf32"  # the user sets the parent; the children follow
+    compare(lambda a: a @ a, lambda a: a @ a, torch.randn(3, 3))
+    torch.backends.fp32_precision = "ieee"  # and later changes it: they follow again
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    assert torch.backends.mkldnn.matmul.fp32_precision == "ieee"
+
+
+def test_default_precision_leaves_the_users_tf32_on_and_errors_give_it_back(
+        fresh_torch_precision):
+    torch.backends.cuda.matmul.allow_tf32 = True
+    seen = []
+
+    def theirs(x):
+        seen.append(torch.backends.cuda.matmul.allow_tf32)
+        return x * 2
+
+    compare(theirs, lambda x: x * 2, torch.ones(2), precision="default")
+    assert seen == [True]
+
+    def failing(x):
+        seen.append(torch.backends.cuda.matmul.allow_tf32)
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        compare(failing, lambda x: x, torch.ones(2))
+    assert seen[-1] is False and torch.backends.cuda.matmul.allow_tf32 is True
+    assert torch.get_float32_matmul_precision() == "high"
