@@ -125,6 +125,38 @@ def test_fuzzed_problems_stay_on_the_cpu_by_default():
     check()
 
 
+def test_fuzz_scatter_draws_its_problems_on_its_device(monkeypatch):
+    asked, seen = [], set()
+    drawing = fuzz.scatter_inputs
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs.get("device"))
+        return drawing(*args, **kwargs)
+
+    def scatter_sum(src, index, dim=-1, dim_size=None):  # torch's own, torch_scatter's rules
+        seen.add(src.device)
+        dim = dim % src.dim()
+        if index.dim() == 1:  # a 1-D index runs along dim
+            index = index.view([1] * dim + [-1])
+        index = index.view(tuple(index.shape) + (1,) * (src.dim() - index.dim()))
+        size = list(src.shape)
+        size[dim] = dim_size if dim_size is not None else (
+            int(index.max()) + 1 if index.numel() else 0)
+        return torch.zeros(size, dtype=src.dtype).scatter_add(dim, index.expand(src.shape), src)
+
+    monkeypatch.setattr(fuzz, "scatter_inputs", spy)
+    cpu = torch.device("cpu")
+    fuzz.fuzz_scatter(scatter_sum, fuzz_port, dtypes=("float32",), device=cpu, max_examples=10,
+                      skip=lambda p: p.src.numel() == 0 and p.index.numel() > 0)
+    assert asked == [cpu] and seen == {cpu}
+
+
+def fuzz_port(src, index, dim=-1, dim_size=None):
+    import torch2jax_ops as t2j
+
+    return t2j.scatter_sum(src, index, dim=dim, dim_size=dim_size)
+
+
 # ---------------------------------------------------------------- TF32 switches
 
 #: torch's per-backend float32 precision settings (torch >= 2.9), as a fresh process has them
