@@ -18,6 +18,7 @@ import numpy as np
 
 from ..nn._state import replay_scope
 from ._arrays import ParityError, ParityResult, _is_tensor, _to_numpy, compare_arrays
+from ._devices import tensor_like
 from ._precision import matmul_precision
 from ._random import torch_draws
 from ._trees import (
@@ -251,7 +252,10 @@ def _check_inputs(label: str, args: tuple, kwargs: dict) -> None:
 
 def _torch_grads(torch_flat, wrt, leaves, seed, torch) -> tuple:
     """torch's side of the gradient check: (the floating outputs' positions, one random
-    cotangent each, ``d sum(out * cot) / d input`` for every input in ``wrt``)."""
+    cotangent each, ``d sum(out * cot) / d input`` for every input in ``wrt``).
+
+    The cotangents are NumPy draws (the JAX side takes the same values); torch's copy of
+    each is made on its output's device, and a gradient on its input's device."""
     rng = np.random.default_rng(seed)
     float_outs = [i for i, (_, t) in enumerate(torch_flat) if t.is_floating_point()]
     cotangents = [rng.standard_normal(tuple(torch_flat[i][1].shape)) for i in float_outs]
@@ -259,7 +263,7 @@ def _torch_grads(torch_flat, wrt, leaves, seed, torch) -> tuple:
                  if torch_flat[i][1].requires_grad]
     if diff_outs:
         outs = [o for o, _ in diff_outs]
-        cots = [torch.as_tensor(c).to(o.dtype) for o, c in diff_outs]
+        cots = [tensor_like(c, o) for o, c in diff_outs]  # each on its output's device
         targets = [leaves[p] for p, _ in wrt]
         try:
             torch_grads = torch.autograd.grad(

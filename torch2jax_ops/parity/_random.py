@@ -21,6 +21,7 @@ import contextlib
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ..nn._state import Draw
+from ._devices import device_of, tensor_like
 
 __all__ = ["torch_draws"]
 
@@ -50,7 +51,7 @@ class _Stream:
                 f"from the recorded run's: the model does not draw the same way twice")
         draw = self.replay[index]
         self.draws.append(draw)
-        return torch.as_tensor(draw.value).to(fresh.dtype)
+        return tensor_like(draw.value, fresh)  # the dtype and device asked for
 
 
 def _patches(stream: _Stream) -> list:
@@ -71,11 +72,14 @@ def _patches(stream: _Stream) -> list:
             return stream.take(kind, name, lambda: orig[name](*args, **kwargs))
         return drawn
 
-    def uniform(shape: tuple, dtype: Any, op: str) -> Any:
-        return stream.take("uniform", op, lambda: orig["rand"](shape, dtype=dtype))
+    # the draws for a tensor are made on its device (a CUDA model draws on the GPU)
+    def uniform(shape: tuple, dtype: Any, device: Any, op: str) -> Any:
+        return stream.take("uniform", op, lambda: orig["rand"](shape, dtype=dtype,
+                                                               device=device))
 
-    def standard_normal(shape: tuple, dtype: Any, op: str) -> Any:
-        return stream.take("normal", op, lambda: orig["randn"](shape, dtype=dtype))
+    def standard_normal(shape: tuple, dtype: Any, device: Any, op: str) -> Any:
+        return stream.take("normal", op, lambda: orig["randn"](shape, dtype=dtype,
+                                                               device=device))
 
     def normal(mean: Any, std: Any = 1.0, size: Any = None, **kwargs: Any) -> Any:
         if size is not None:
@@ -84,8 +88,8 @@ def _patches(stream: _Stream) -> list:
             return mean + std * z
         m, s = torch.as_tensor(mean), torch.as_tensor(std)
         shape = torch.broadcast_shapes(m.shape, s.shape)
-        dtype = m.dtype if isinstance(mean, torch.Tensor) else s.dtype
-        return (m + s * standard_normal(shape, dtype, "normal")).detach()
+        like = m if isinstance(mean, torch.Tensor) else s  # the tensor argument
+        return (m + s * standard_normal(shape, like.dtype, device_of(like), "normal")).detach()
 
     # the in-place fills overwrite `self`: torch's gradient to its old value is zero, which
     # copy_ of a detached value gives (a leaf that requires grad is refused, as by torch)
@@ -97,11 +101,11 @@ def _patches(stream: _Stream) -> list:
     def uniform_(self: Any, *args: Any, **kwargs: Any) -> Any:
         lo = kwargs.get("from", args[0] if args else 0.0)
         hi = kwargs.get("to", args[1] if len(args) > 1 else 1.0)
-        u = uniform(tuple(self.shape), self.dtype, "uniform_")
+        u = uniform(tuple(self.shape), self.dtype, device_of(self), "uniform_")
         return self.copy_((lo + (hi - lo) * u).detach())
 
     def normal_(self: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Any:
-        z = standard_normal(tuple(self.shape), self.dtype, "normal_")
+        z = standard_normal(tuple(self.shape), self.dtype, device_of(self), "normal_")
         return self.copy_((mean + std * z).detach())
 
     def written(input: Any, out: Any, inplace: bool) -> Any:
@@ -112,11 +116,13 @@ def _patches(stream: _Stream) -> list:
         """Dropout with a keep mask of ``mask_shape`` (broadcast against ``input``)."""
         if not training or p == 0 or p == 1 or not 0 <= p <= 1:
             return original()  # no draw (or torch's own error for a bad p)
+        device = device_of(input)  # the mask next to the input
         keep = stream.take("keep", op, lambda: tensor["bernoulli_"](
-            torch.empty(mask_shape), 1 - p).bool())
+            torch.empty(mask_shape, device=device), 1 - p).bool())
         unbatched = len(mask_shape) > input.dim()  # dropout1d of [C, L]: the mask is [1, C, 1]
         keep = keep[0] if unbatched else keep
-        out = torch.where(keep, input * (1.0 / (1.0 - p)), torch.zeros((), dtype=input.dtype))
+        out = torch.where(keep, input * (1.0 / (1.0 - p)),
+                          torch.zeros((), dtype=input.dtype, device=device))
         return written(input, out, inplace)
 
     def dropout(input: Any, p: float = 0.5, training: bool = True,
@@ -142,7 +148,7 @@ def _patches(stream: _Stream) -> list:
               training: bool = False, inplace: bool = False) -> Any:
         if not training:
             return functional["rrelu"](input, lower, upper, training, inplace)
-        u = uniform(tuple(input.shape), input.dtype, "rrelu")
+        u = uniform(tuple(input.shape), input.dtype, device_of(input), "rrelu")
         return written(input, torch.where(input > 0, input, input * (lower + (upper - lower) * u)),
                        inplace)
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dlpack
 from ._arrays import ParityError, _is_sparse_tensor, _is_tensor
+from ._devices import device_of
 
 __all__ = ["jit_with_constant_indices"]
 
@@ -173,7 +174,9 @@ def _entry_values(leaf: Any, grad: Any) -> Any:
         pointers, minor = leaf.crow_indices(), leaf.col_indices()
     else:  # CSC: pointers over columns
         pointers, minor = leaf.ccol_indices(), leaf.row_indices()
-    major = torch.repeat_interleave(torch.arange(len(pointers) - 1), pointers[1:] - pointers[:-1])
+    # on the input's device; output_size: no device-to-host read of the count
+    major = torch.repeat_interleave(torch.arange(len(pointers) - 1, device=device_of(pointers)),
+                                    pointers[1:] - pointers[:-1], output_size=len(minor))
     return dense[major, minor] if leaf.layout == torch.sparse_csr else dense[minor, major]
 
 

@@ -64,8 +64,10 @@ def _index(rng: np.random.Generator, shape: tuple, groups: int, pattern: str, di
     return ids
 
 
-def values(rng: np.random.Generator, shape: tuple, dtype: str, op: str) -> Any:
-    """Test data as a torch tensor; a 0.5 grid in floats makes ties for min/max."""
+def values(rng: np.random.Generator, shape: tuple, dtype: str, op: str,
+           device: Any = None) -> Any:
+    """Test data as a torch tensor (on ``device``; None: the CPU); a 0.5 grid in floats makes
+    ties for min/max. Drawn and rounded to ``dtype`` on the host, then moved."""
     import torch
 
     data: np.ndarray
@@ -76,14 +78,15 @@ def values(rng: np.random.Generator, shape: tuple, dtype: str, op: str) -> Any:
         data = rng.uniform(0.5, 1.5, size=shape)
     else:
         data = np.round(rng.uniform(-3, 3, size=shape) * 2) / 2 + rng.choice([0, 0.25], size=shape)
-    return torch.tensor(data, dtype=torch.float64).to(_dtypes.torch_dtype(dtype))
+    return torch.tensor(data, dtype=torch.float64).to(_dtypes.torch_dtype(dtype)).to(device)
 
 
 @st.composite
 def scatter_inputs(draw: Callable, dtypes: Sequence[str] = ("float32",), *, max_dims: int = 4,
                    max_side: int = 5, max_groups: int = 6,
                    patterns: Sequence[str] = INDEX_PATTERNS, full_index: bool = True,
-                   dim_size: bool = True, near_one: bool = False) -> ScatterInputs:
+                   dim_size: bool = True, near_one: bool = False,
+                   device: Any = None) -> ScatterInputs:
     """A hypothesis strategy of :class:`ScatterInputs`.
 
     Args:
@@ -96,6 +99,8 @@ def scatter_inputs(draw: Callable, dtypes: Sequence[str] = ("float32",), *, max_
       dim_size: sometimes pass ``dim_size`` (exact or with extra empty groups).
       near_one: floats in [0.5, 1.5] (for products); otherwise a 0.5 grid in
         [-3, 3] plus 0/0.25, so min/max see ties.
+      device: the torch device of ``src`` and ``index`` (``"cuda"`` fuzzes a GPU
+        kernel); None: the CPU. The same draws give the same values on any device.
     """
     unknown = sorted(set(patterns) - set(INDEX_PATTERNS))
     if unknown:
@@ -119,13 +124,14 @@ def scatter_inputs(draw: Callable, dtypes: Sequence[str] = ("float32",), *, max_
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     import torch
 
-    src = values(rng, shape, dtype, "mul" if near_one else "sum")
-    index = torch.tensor(_index(rng, index_shape, groups, pattern, index_dim), dtype=torch.int64)
+    src = values(rng, shape, dtype, "mul" if near_one else "sum", device)
+    ids = _index(rng, index_shape, groups, pattern, index_dim)
+    index = torch.tensor(ids, dtype=torch.int64).to(device)
     size = None
     if dim_size:
         extra = draw(st.sampled_from([None, 0, 2]))
-        if extra is not None:
-            size = (int(index.max()) + 1 if index.numel() else 0) + extra
+        if extra is not None:  # read off the host copy: no device-to-host transfer
+            size = (int(ids.max()) + 1 if ids.size else 0) + extra
     return ScatterInputs(src, index, dim, size, dtype, pattern)
 
 
@@ -133,7 +139,8 @@ def fuzz_scatter(torch_fn: Callable, jax_fn: Callable, *,
                  dtypes: Sequence[str] = ("float32", "float64"), max_examples: int = 50,
                  keywords: Sequence[str] = ("dim", "dim_size"),
                  skip: Optional[Callable[[ScatterInputs], bool]] = None,
-                 strategy: Optional[Any] = None, **compare_options: Any) -> None:
+                 strategy: Optional[Any] = None, device: Any = None,
+                 **compare_options: Any) -> None:
     """Check ``jax_fn`` against ``torch_fn`` on ``max_examples`` random scatter problems.
 
     Each is called as ``fn(src, index, dim=..., dim_size=...)`` (the keywords
@@ -149,13 +156,16 @@ def fuzz_scatter(torch_fn: Callable, jax_fn: Callable, *,
       skip: ``skip(problem) -> True`` leaves out problems the original
         cannot handle (say torch_scatter's crash on an empty ``src``).
       strategy: another strategy of :class:`ScatterInputs` (``scatter_inputs(...)``
-        with other options); ``dtypes`` is then ignored.
+        with other options); ``dtypes`` and ``device`` are then ignored.
+      device: the torch device the problems are made on (``"cuda"``: the torch
+        function runs its GPU kernel; the port gets the same values over DLPack).
       **compare_options: ``grad``, ``rtol``, ``atol``, ``normwise`` for :func:`compare`.
     """
     bad = sorted(set(keywords) - {"dim", "dim_size"})
     if bad:
         raise ValueError(f"fuzz_scatter: keywords may hold 'dim' and 'dim_size', not {bad}")
-    problems = strategy if strategy is not None else scatter_inputs(tuple(dtypes))
+    problems = strategy if strategy is not None else scatter_inputs(tuple(dtypes),
+                                                                    device=device)
 
     @settings(max_examples=max_examples, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
