@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import GATConv, GCNConv
 
 import torch2jax_ops as t2j
+from parity_tests.test_random_replay import EveryDraw  # each draw on the features' device
 from torch2jax_ops.geometric.utils import spmm
 from torch2jax_ops.nn import from_torch
 from torch2jax_ops.parity import (
@@ -202,32 +203,10 @@ def test_fuzzing_a_cuda_scatter_against_its_port():
 
 # ---------------------------------------------------------------- random draws on CUDA
 
-class EveryDrawOnItsDevice(torch.nn.Module):
-    """Every random function the recorder sees, each drawing where the features are."""
-
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(4, 3)
-        self.drop = torch.nn.Dropout(0.3)
-        self.norm = torch.nn.BatchNorm1d(3)
-
-    def forward(self, x):
-        h = F.dropout(self.lin(x), p=0.4)                  # torch's default training=True
-        h = h[torch.randperm(h.size(0), device=h.device)] + torch.rand_like(h) \
-            + 0.1 * torch.randn(h.shape, device=h.device)
-        h = h + torch.empty_like(h).uniform_(-1, 1) + torch.empty_like(h).normal_(2.0, 0.5)
-        h = h * torch.bernoulli(torch.full_like(h, 0.7)) \
-            + torch.randint(0, 5, h.shape, device=h.device)
-        h = h + torch.normal(torch.zeros_like(h), torch.ones_like(h)) + torch.normal(h, 0.5)
-        h = h + F.dropout1d(h.t(), 0.5).t() + F.dropout2d(h[None, :, :, None], 0.5)[0, :, :, 0]
-        h = F.rrelu(h - 1.0, training=True)
-        return self.drop(self.norm(h))
-
-
 @pytest.mark.parametrize("mode", ["eval", "train"])
 def test_the_random_draws_of_a_cuda_model_are_made_there_and_replayed(mode):
     torch.manual_seed(0)
-    model = EveryDrawOnItsDevice().to(CUDA).train(mode == "train")
+    model = EveryDraw().to(CUDA).train(mode == "train")
     x = torch.randn(6, 4, device=CUDA)
     result = compare_modules(model, from_torch(model), x)
     assert result.passed, str(result)
