@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import GATConv, GCNConv
 
 import torch2jax_ops as t2j
-from parity_tests.test_random_replay import EveryDraw  # each draw on the features' device
+from testkit.random_draws import EveryDraw
 from torch2jax_ops.geometric.utils import spmm
 from torch2jax_ops.nn import from_torch
 from torch2jax_ops.parity import (

@@ -12,6 +12,7 @@ import torch_sparse
 from torch_geometric import nn as gnn
 from torch_sparse import SparseTensor as TorchSparseTensor
 
+from testkit.pyg_fused import pyg
 from torch2jax_ops import to_jax
 from torch2jax_ops.geometric import SparseTensor
 from torch2jax_ops.nn import from_torch
@@ -132,7 +133,9 @@ def test_compare_modules_takes_a_sparse_tensor_input():
     torch.manual_seed(0)
     conv = gnn.SAGEConv(3, 2).eval()
     theirs, _ = _pair()
-    result = compare_modules(conv, from_torch(conv), torch.randn(4, 3), theirs.t())
+    x = torch.randn(4, 3)
+    pyg(conv, x, theirs.t())  # PyG's propagate template must have its fused path (testkit)
+    result = compare_modules(conv, from_torch(conv), x, theirs.t())
     assert result.passed, str(result)
     assert {leaf.path for leaf in result.leaves} >= {"output", "grad args[0]"}
     assert not any("args[1]" in leaf.path for leaf in result.leaves)
