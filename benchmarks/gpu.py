@@ -113,7 +113,8 @@ def scatter_rows(edges: int, features: int, nodes: int, device: str, repeat: int
             runs["torch_scatter"] = lambda: _sync(theirs())
         if native is not None:
             runs["torch native"] = lambda: _sync(native())
-        rows.append({"op": name, "times": matrix.medians(runs, repeat, "cpu"), "bytes": nbytes})
+        rows.append({"op": name, "times": matrix.medians(runs, repeat, device),
+                     "bytes": nbytes})
     return rows
 
 

@@ -26,20 +26,11 @@ import matrix  # noqa: E402
 
 def joined_layout() -> None:
     """Every attention conv gathers ``concatenate([x, extra])`` once, as on the CPU."""
-    import jax.numpy as jnp
-
-    from torch2jax_ops.geometric._core import _edges
+    from torch2jax_ops.geometric._core._edges import joined_gather
     from torch2jax_ops.geometric.nn.conv import _agnn_conv, _gat_conv, _supergat_conv
 
-    def gather_pair(x, extra, ids):
-        scores = extra.ndim == x.ndim - 1
-        both = _edges.gather(jnp.concatenate([x, extra[..., None] if scores else extra], -1),
-                             ids)
-        width = x.shape[-1]
-        return both[..., :width], both[..., width] if scores else both[..., width:]
-
-    for module in (_edges, _gat_conv, _supergat_conv, _agnn_conv):
-        module.gather_pair = gather_pair
+    for module in (_gat_conv, _supergat_conv, _agnn_conv):
+        module.gather_pair = joined_gather
 
 
 def kernel_times(trace_dir: str) -> dict:

@@ -106,7 +106,7 @@ class SuperGATConv(GatedPropagation):
         src, dst, n_loops = loop_plan(edge_index, n, n, self.add_self_loops)
         if self.attention_type == "MX":
             assert self.att_l is not None and self.att_r is not None  # "MX" has both
-            # one gather per end brings the features and the end's attention score
+            # each end's features and attention score (one gather per end on the CPU)
             a_l = jnp.sum(h * self._vector(self.att_l), axis=-1)
             a_r = jnp.sum(h * self._vector(self.att_r), axis=-1)
             h_j, s_j = gather_pair(h, a_l, src)
