@@ -54,6 +54,7 @@ the leaf's path.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Optional, Union
 
 import jax
@@ -459,9 +460,11 @@ def tree_to_jax(tree: Any, *, copy: Optional[bool] = None, allow_downcast: bool 
     Unlike :func:`to_jax`, a tree (a checkpoint, a batch) goes to JAX's
     default device (:func:`default_device`) unless ``device=`` names another:
     zero-copy where the tensors already are there, one transfer each otherwise.
+    A tree with no torch tensors (NumPy arrays only) needs no torch installed.
     """
-    import torch
-
+    torch = sys.modules.get("torch")
+    if torch is None:  # torch never imported: no leaf can be a torch tensor
+        return tree
     target = default_device() if device is None else device
     return _map_leaves(lambda t: to_jax(t, copy=copy, allow_downcast=allow_downcast,
                                         device=target), tree, "tree_to_jax", torch.Tensor)
