@@ -175,16 +175,24 @@ def test_amax_gradient_splits_ties_with_input_even_without_include_self():
     np.testing.assert_allclose(grads[1], [1 / 3, 1 / 3, 0.0, 0.5, 1.0], rtol=1e-6)
 
 
-def test_amax_nan_group_gives_nan_gradients():
-    x = jnp.array([3.0, 1.0])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float16])
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_amax_nan_group_gives_nan_gradients(dtype, jit):
+    # torch: grad = (src == result) * g / N, and 0 * inf is NaN where N is 0 (a NaN group).
+    # Under jit XLA turns convert(mask) * x into select(mask, x, 0), which gave 0 there.
+    x = jnp.array([3.0, 1.0], dtype)
     i = jnp.array([0, 0, 1])
-    s = jnp.array([jnp.nan, 3.0, 1.0])
+    s = jnp.array([jnp.nan, 3.0, 1.0], dtype)
     out = T.scatter_reduce(x, 0, i, s, "amax")
     assert np.isnan(out[0]) and out[1] == 1.0
-    gx, gs = jax.grad(lambda x, s: T.scatter_reduce(x, 0, i, s, "amax").sum(),
-                      argnums=(0, 1))(x, s)
+    grad = jax.grad(lambda x, s: T.scatter_reduce(x, 0, i, s, "amax").astype(F32).sum(),
+                    argnums=(0, 1))
+    gx, gs = (jax.jit(grad) if jit else grad)(x, s)
     assert np.isnan(gx[0]) and gx[1] == 0.5
     assert np.isnan(gs[0]) and np.isnan(gs[1]) and gs[2] == 0.5
+    gi = jax.grad(lambda s: T.index_reduce(x, 0, i, s, "amin").astype(F32).sum())
+    gi = (jax.jit(gi) if jit else gi)(s)
+    assert np.isnan(gi[0]) and np.isnan(gi[1]) and gi[2] == 0.5
 
 
 def test_prod_gradient_with_zeros():

@@ -329,15 +329,23 @@ def _extremum_bwd(num_segments, kind, include_self, residuals, g):
     hits = jax.ops.segment_sum(rows_is.astype(jnp.float32), ids, num_segments)
     n = (self_is.astype(jnp.float32) + hits).astype(g.dtype)
     share = (g.astype(jnp.float32) / n.astype(jnp.float32)).astype(g.dtype)
-    grad_base = self_is.astype(g.dtype) * share  # 0 * inf = NaN where the result is NaN
+    grad_base = _mask_times(self_is, share)  # 0 * inf = NaN where the result is NaN
     if not include_self:
         count = jax.ops.segment_sum(jnp.ones(ids.shape, jnp.int32), ids, num_segments)
         touched = count.reshape(count.shape + (1,) * (g.ndim - 1)) > 0
         grad_base = jnp.where(touched, jnp.zeros((), g.dtype), grad_base)
     valid = ((ids >= 0) & (ids < num_segments)).reshape((-1,) + (1,) * (rows.ndim - 1))
-    grad_rows = jnp.where(valid, rows_is.astype(g.dtype) * take_groups(share, ids, 0),
+    grad_rows = jnp.where(valid, _mask_times(rows_is, take_groups(share, ids, 0)),
                           jnp.zeros((), g.dtype))
     return grad_rows, grad_base, None
+
+
+def _mask_times(mask: jax.Array, x: jax.Array) -> jax.Array:
+    """``mask.astype(x.dtype) * x`` as IEEE and torch compute it: ``0 * inf`` and ``0 * NaN``
+    are NaN. Written out because XLA rewrites ``convert(pred) * x`` into
+    ``select(pred, x, 0)`` under jit, which gives 0 there (eager gives NaN)."""
+    zero_times = jnp.where(jnp.isfinite(x), jnp.zeros((), x.dtype), jnp.full((), jnp.nan, x.dtype))
+    return jnp.where(mask, x, zero_times)
 
 
 _extremum.defvjp(_extremum_fwd, _extremum_bwd)
