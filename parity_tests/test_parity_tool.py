@@ -116,6 +116,23 @@ def test_flags_a_gradient_that_differs_only_through_a_custom_vjp():
     assert _failed_leaves(result) == {"grad[0]"}
 
 
+def test_jit_compares_the_port_as_jax_jit_runs_it():
+    # a port whose traced path differs (an idiom jit changes): eager compare cannot see it
+    def ours(src, index):
+        out = t2j.scatter_sum(src, index, 0)  # groups read off the constant index under jit
+        return out * 2.0 if isinstance(src, jax.core.Tracer) else out
+
+    def theirs(src, index):
+        return torch_scatter.scatter_sum(src, index, 0)
+
+    assert compare(theirs, ours, SRC, INDEX, grad=False).passed
+    assert _failed_leaves(compare(theirs, ours, SRC, INDEX, grad=False, jit=True)) == {"output"}
+    # with gradients the outputs and the VJP come from one program: both differ
+    assert _failed_leaves(compare(theirs, ours, SRC, INDEX, jit=True)) == {"output", "grad[0]"}
+    # a faithful port passes jitted, its sizes read off the index as torch reads them
+    assert compare(theirs, lambda s, i: t2j.scatter_sum(s, i, 0), SRC, INDEX, jit=True).passed
+
+
 def test_flags_float16_accumulated_in_float16():
     x = torch.tensor(np.random.default_rng(1).uniform(0, 1, (8, 2048)), dtype=torch.float16)
     ids = jnp.zeros(2048, jnp.int32)

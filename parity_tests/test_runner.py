@@ -20,10 +20,10 @@ from torch2jax_ops.parity import _memory, _report, _runner
 from torch2jax_ops.parity import _suite as suite
 
 ROOT = Path(__file__).resolve().parent.parent
-#: 144 cheap cases that compile many distinct programs (torch's native scatter_reduce over
-#: shapes, integer dtypes and reductions): without a bound a worker's maps and resident set
-#: double over them
-BOUND_CASES = "scatter_reduce-*[int*"
+#: 345 cheap cases that compile many distinct programs (torch's native scatter_reduce over
+#: shapes, float dtypes and reductions, each a jitted forward and backward): without a
+#: bound a worker's maps grow 2.9x and its resident set 1.7x over them (2026-11-27)
+BOUND_CASES = "scatter_reduce-*[float*"
 
 
 def _children(pid: int) -> list[int]:
@@ -71,11 +71,11 @@ def _growth(samples: list[tuple]) -> tuple[float, float]:
 @pytest.mark.slow
 def test_memory_stays_bounded_whatever_the_number_of_cases(tmp_path):
     selection = ["--only", BOUND_CASES, "--jobs", "1"]
-    assert len(suite.cases(only=BOUND_CASES)) >= 100
+    assert len(suite.cases(only=BOUND_CASES)) >= 300
     # the unbounded run first: it fills the cache the bounded run reads back after each release
     unbounded = _sample_run(selection + ["--max-rss-mb", "100000", "--max-maps", "10000000"],
                             tmp_path)
-    bounded = _sample_run(selection + ["--max-rss-mb", "800", "--max-maps", "3000"], tmp_path)
+    bounded = _sample_run(selection + ["--max-rss-mb", "800", "--max-maps", "1400"], tmp_path)
     maps_b, rss_b = _growth(bounded)
     maps_u, rss_u = _growth(unbounded)
     # the measurement sees the growth of a run without a bound ...
@@ -83,7 +83,7 @@ def test_memory_stays_bounded_whatever_the_number_of_cases(tmp_path):
     # ... and the bounded run stays where it was
     assert rss_b < 1.25 and maps_b < 1.25, (maps_b, rss_b)
     assert max(s[2] for s in bounded) < 1.3 * (800 << 20)
-    assert max(s[1] for s in bounded) < 1.3 * 3000
+    assert max(s[1] for s in bounded) < 1.3 * 1400
 
 
 def _rows(path: Path) -> list:

@@ -46,7 +46,8 @@ __all__ = ["compare", "assert_parity"]
 def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
             rtol: Optional[float] = None, atol: Optional[float] = None, seed: int = 0,
             grad_wrt: Optional[Sequence[int]] = None, name: Optional[str] = None,
-            normwise: bool = False, precision: str = "highest", **kwargs: Any) -> ParityResult:
+            normwise: bool = False, precision: str = "highest", jit: bool = False,
+            **kwargs: Any) -> ParityResult:
     """Run ``torch_fn(*args, **kwargs)`` and ``jax_fn(*jax_args, **jax_kwargs)`` and compare.
 
     Args:
@@ -70,10 +71,17 @@ def compare(torch_fn: Callable, jax_fn: Callable, *args: Any, grad: bool = True,
       precision: ``"highest"`` (default) runs both sides' float32 matmuls at
         full precision (on an NVIDIA GPU JAX would use TF32, errors ~1e-3);
         ``"default"`` compares each library at its own default precision.
+      jit: run the port under ``jax.jit`` as :func:`compare_modules` does by default:
+        integer index arrays are compile-time constants (sizes read off them, e.g.
+        ``index.max() + 1`` groups, are read as torch reads them), and the outputs and
+        the gradients come from one compiled program. ``False`` (default) runs the port
+        as called, eagerly for a plain function.
     """
+    if jit:
+        jax_fn = jit_with_constant_indices(jax_fn)
     with matmul_precision(precision):
         result = _compare(torch_fn, jax_fn, args, grad, rtol, atol, seed, grad_wrt, name,
-                          normwise, kwargs)
+                          normwise, kwargs, fused=jit)
     result.precision = precision
     return result
 

@@ -67,12 +67,18 @@ class Case:
         return _dtypes.needs_x64(self.dtype)
 
     def run(self) -> ParityResult:
-        """:func:`compare` the pair, or :func:`compare_modules` when the torch side is a module."""
+        """:func:`compare` the pair, or :func:`compare_modules` when the torch side is a module.
+
+        Both run the port under ``jax.jit`` (``jit=True``, index arrays as constants), as
+        users run ports, unless the case's options say ``jit=False``: one compiled program
+        per case instead of one per primitive, which is most of the report's first-run time.
+        """
         import torch
 
         with _dtypes.x64(self.x64):
             torch_fn, jax_fn, args, kwargs, options = self.build()
             check = compare_modules if isinstance(torch_fn, torch.nn.Module) else compare
+            options = {"jit": True, **options}
             return check(torch_fn, jax_fn, *args, name=self.id, **options, **kwargs)
 
 

@@ -71,6 +71,18 @@ def _is_index(x: Any) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.integer)
 
 
+def _unhashable(x: Any) -> bool:
+    """A plain leaf jit cannot take as static (a ``slice`` before Python 3.12, a named tuple
+    holding arrays): it is closed over as a constant, like the index arrays."""
+    if isinstance(x, (jax.Array, np.ndarray)):
+        return False
+    try:
+        hash(x)
+    except TypeError:
+        return True
+    return False
+
+
 class _NotFusable(Exception):
     """The JAX outputs do not line up with torch's: the unfused path reports how. (Raised
     in ``_compare``'s fused program; :func:`jit_with_constant_indices` lets it through.)"""
@@ -109,7 +121,7 @@ def jit_with_constant_indices(fn: Callable) -> Callable:
 
     def constant(*args: Any, **kwargs: Any) -> Any:
         flat, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        fixed = tuple(i for i, leaf in enumerate(flat) if _is_index(leaf))
+        fixed = tuple(i for i, leaf in enumerate(flat) if _is_index(leaf) or _unhashable(leaf))
         key = (treedef, fixed, tuple(id(flat[i]) for i in fixed))
         if key not in cache:
             constants = {i: flat[i] for i in fixed}

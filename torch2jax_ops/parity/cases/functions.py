@@ -12,6 +12,10 @@ A spec is ``S(keys, make, dtypes, label, **options)``: ``keys`` name the
 entries (``"torch.x"``, ``"F.x"`` for torch.nn.functional, ``"op.x"`` for
 operator, ``".x"`` for a Tensor method), ``make(g)`` returns ``(args, kwargs)``
 built from the generator ``g`` (:class:`Gen`) for the case's dtype.
+
+The suite runs the JAX side under ``jax.jit`` with the integer arrays as constants
+(:meth:`Case.run`); the specs with ``jit=False`` (the ``*-eager`` labels, ``nonzero``)
+are the entries whose output shape depends on the values, which run as called.
 """
 from __future__ import annotations
 
@@ -494,7 +498,7 @@ def _indexing() -> None:
     spec("op.getitem", lambda g: A(g.f(4, 3), (slice(None), g.i(2, lo=-3, hi=3))), F32,
          "negative-index-tensor")
     spec("op.getitem", lambda g: A(g.f(4, 3), g.torch.tensor([True, False, True, True])), F32,
-         "bool-mask-eager")
+         "bool-mask-eager", jit=False)
     spec("op.getitem", lambda g: A((g.f(2), g.f(3)), 1), F32, "tuple-container")
     spec("op.setitem", lambda g: A(g.f(4, 3), (slice(None), 0), 0.0), F_AND_I, "column-zero")
     spec("op.setitem", lambda g: A(g.f(4, 3), 1, g.f(3)), FLOATS, "row-tensor")
@@ -536,11 +540,11 @@ def _indexing() -> None:
     spec("torch.where", lambda g: A(g.b(4, 3), g.f(4, 3), g.f(3)), ALL)
     spec("torch.where", lambda g: A(g.b(4, 3), g.i(4, 3), 0.5), F32, "promote-scalar")
     spec("torch.where", lambda g: A(g.b(4, 3), 1.0, 0.0), F32, "two-scalars")
-    spec("torch.where", lambda g: A(g.b(4, 3)), F32, "one-arg-eager", grad=False)
+    spec("torch.where", lambda g: A(g.b(4, 3)), F32, "one-arg-eager", grad=False, jit=False)
     spec(".where", lambda g: A(g.f(4, 3), g.b(4, 3), 0.0), FLOATS)
-    spec("torch.nonzero .nonzero", lambda g: A(g.f(3, 4)), F_AND_I, grad=False)
+    spec("torch.nonzero .nonzero", lambda g: A(g.f(3, 4)), F_AND_I, grad=False, jit=False)
     spec("torch.nonzero .nonzero", lambda g: A(g.f(5), as_tuple=True), F32, "as-tuple",
-         grad=False)
+         grad=False, jit=False)
     spec("builtins.getattr", lambda g: A(g.f(3, 4), "T"), F_AND_I, "T")
     spec("builtins.getattr", lambda g: A(g.f(2, 3, 4), "mT"), F32, "mT")
     spec("builtins.getattr", lambda g: A(g.f(3, 4), "data"), F32, "data-no-grad")
@@ -984,7 +988,7 @@ def _normalisation() -> None:
     spec("F.embedding", lambda g: A(g.torch.tensor([0, 2, 2, 5]), g.x(6, 3), padding_idx=2),
          FLOATS, "padding-idx-no-grad")
     spec("F.one_hot", lambda g: A(g.idx(4, 5), 6), INTS)
-    spec("F.one_hot", lambda g: A(g.idx(4, 2, 3)), INTS, "inferred-eager")
+    spec("F.one_hot", lambda g: A(g.idx(4, 2, 3)), INTS, "inferred-eager", jit=False)
     spec("F.pad torch._C._nn.pad", lambda g: A(g.f(2, 3, 4), (1, 2)), ALL, "last-dim")
     spec("F.pad", lambda g: A(g.f(2, 3, 4), (1, 0, -1, 2), value=1.5), FLOATS,
          "two-dims-crop-value")

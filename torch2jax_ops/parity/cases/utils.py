@@ -16,6 +16,11 @@ random functions (``dropout_edge``/``dropout_node``/``negative_sampling``) are
 compared exactly where PyG is deterministic: ``training=False``, ``p=0``,
 ``p=1``, and negative sampling whose over-sample covers every pair; their
 distributions are tested in ``parity_tests/test_utils_parity.py``.
+
+The suite runs a case's port under ``jax.jit`` (:meth:`Case.run`); the functions in
+:data:`AS_CALLED` run as called instead: PyG's forms whose output size depends on the
+data, and the ``*_static`` cases, which jit the function themselves and recover the
+result outside jit.
 """
 from __future__ import annotations
 
@@ -30,6 +35,16 @@ WIDE = ("float32", "float64")
 ONE = ("loops-and-repeats",)
 SMALL = ("loops-and-repeats", "karate")
 ALL = ("loops-and-repeats", "karate", "fake", "erdos_renyi", "no-edges")
+#: ops (a case's ``op``) whose cases run the port as called, not under the suite's jit
+AS_CALLED = frozenset({
+    "coalesce", "to_undirected", "subgraph", "dropout_edge", "dropout_node",
+    "negative_sampling", "k_hop_subgraph", "coalesce_static", "to_undirected_static",
+    "subgraph_static", "negative_sampling_static", "k_hop_subgraph_static"})
+
+
+def options_for(op: str) -> dict:
+    """A case's options: ``jit=False`` for the ops in :data:`AS_CALLED`."""
+    return {"jit": False} if op in AS_CALLED else {}
 
 
 def _graph(name: str, dtype: str) -> dict:
@@ -316,7 +331,7 @@ def utils_cases() -> Iterable[Case]:
                         g = _graph(name, dtype)
                         args = (g["edge_weight"], g["edge_attr"], g["edge_index"],
                                 g["num_nodes"])
-                        return theirs, ours, args, {}, {}
+                        return theirs, ours, args, {}, options_for(label.split("-")[0])
                     yield Case("utils", label.split("-")[0], dtype, f"{label}/{name}", build)
     for label in _batch_pairs():
         for dtype in WIDE:
