@@ -90,12 +90,19 @@ def build_model(name: str, dtype: str, seed: int = 0):
     return model, inputs(kind, dtype, seed)
 
 
+def _modes(name: str, dtype: str) -> tuple:
+    """The ``jit`` values a model's cases run with: eager-only models eagerly; the others
+    under jit in both dtypes and eagerly in float32."""
+    if name in EAGER_ONLY:
+        return (False,)
+    return (False, True) if dtype == "float32" else (True,)
+
+
 @register("fx")
 def fx_model_cases() -> Iterable[Case]:
     for name in MODELS:
         for dtype in ("float32", "float64"):
-            jits = (False,) if name in EAGER_ONLY else (False, True)
-            for jit in jits if dtype == "float32" or name in EAGER_ONLY else (True,):
+            for jit in _modes(name, dtype):
                 def build(name=name, dtype=dtype, jit=jit):
                     from torch2jax_ops.nn import from_torch
 
