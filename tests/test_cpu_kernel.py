@@ -432,3 +432,92 @@ def test_build_kernels_command_is_a_no_op_when_built():
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"CPU kernel: {_cpu_kernel.library_path()}"  # no compiler line
+
+
+def _rgcn_reference(x, src, dst, rel, weight, n_dst, aggr):
+    """PyG's RGCNConv relational part in numpy float64: per relation, ``aggr`` of the
+    source rows at each target, times that relation's weight. An edge whose source,
+    target or relation is out of range reaches nothing."""
+    r, f_in, f_out = weight.shape
+    out = np.zeros((n_dst, f_out))
+    for k in range(r):
+        h, count = np.zeros((n_dst, f_in)), np.zeros(n_dst)
+        for s, d, t in zip(src, dst, rel):
+            if t == k and 0 <= s < len(x) and 0 <= d < n_dst:
+                h[d] += x[s]
+                count[d] += 1
+        if aggr == "mean":
+            h /= np.maximum(count, 1)[:, None]
+        out += h @ weight[k]
+    return out
+
+
+@pytest.mark.parametrize("aggr", ["mean", "add"])
+@pytest.mark.parametrize("blocks", [None, 2])
+def test_rgcn_aggregates_with_the_kernel_then_multiplies(aggr, blocks, one_device,
+                                                         monkeypatch):
+    """RGCNConv's ``sum``/``mean`` on the CPU: the kernel aggregates per (target, relation)
+    and one matmul applies the relation weights (no ``[E, F]`` buffer). Its value and
+    gradient equal the projected form it replaces (``TORCH2JAX_OPS_NATIVE=0``: every node
+    times every weight, then gathered per edge) and a numpy loop, with empty (target,
+    relation) groups and edges dropped for an out-of-range source, target or relation."""
+    from torch2jax_ops.geometric.nn.conv import RGCNConv
+
+    rng = np.random.default_rng(7)
+    n, r, f_in, f_out, e = 7, 3, 4, 6, 40
+    x = jnp.asarray(rng.standard_normal((n, f_in)), jnp.float32)
+    src = np.r_[rng.integers(0, n, e), [n, 0, 1]]  # the last three edges are dropped:
+    dst = np.r_[rng.integers(0, n - 1, e), [0, n, 2]]  # source n, target n, relation r
+    rel = np.r_[rng.integers(0, r, e), [0, 1, r]]
+    edge_index = jnp.asarray(np.stack([src, dst]), jnp.int32)
+    edge_type = jnp.asarray(rel, jnp.int32)
+    if blocks is None:
+        weight = rng.standard_normal((r, f_in, f_out))
+        dense = weight
+    else:
+        weight = rng.standard_normal((r, blocks, f_in // blocks, f_out // blocks))
+        dense = np.zeros((r, f_in, f_out))
+        for k in range(r):
+            for b in range(blocks):
+                dense[k, b * 2:(b + 1) * 2, b * 3:(b + 1) * 3] = weight[k, b]
+    conv = RGCNConv(jnp.asarray(weight, jnp.float32), num_relations=r, num_blocks=blocks,
+                    in_channels_l=f_in, out_channels=f_out, aggr=aggr)
+
+    def loss(conv, x):
+        return jnp.sum(jnp.sin(conv(x, edge_index, edge_type)))
+
+    step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    assert _kernel_calls(jax.jit(lambda x: conv(x, edge_index, edge_type)), x) == 1
+    (value, (g_conv, g_x)) = step(conv, x)
+    out = np.asarray(jax.jit(lambda x: conv(x, edge_index, edge_type))(x))
+    want = _rgcn_reference(np.asarray(x, np.float64), src, dst, rel, dense, n, aggr)
+    assert (want[n - 1] == 0).all()  # node n - 1 receives no edge
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+    monkeypatch.setenv(_cpu_kernel.ENVIRONMENT, "0")  # the projected form
+    projected = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    assert _kernel_calls(jax.jit(lambda x: conv(x, edge_index, edge_type)), x) == 0
+    (value_p, (g_conv_p, g_x_p)) = projected(conv, x)
+    rtol, atol = dtypes.tolerance(np.float32)  # other orders of the float32 sums
+    np.testing.assert_allclose(value, value_p, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(g_x, g_x_p, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(g_conv.weight, g_conv_p.weight, rtol=rtol, atol=atol)
+
+
+def test_rgcn_cuda_lowering_keeps_the_projected_form():
+    """On other platforms RGCNConv keeps the projected form (``lax.platform_dependent``):
+    no kernel in the CUDA lowering, one in the CPU branch of a two-platform lowering."""
+    from torch2jax_ops.geometric.nn.conv import RGCNConv
+
+    rng = np.random.default_rng(8)
+    conv = RGCNConv(jnp.asarray(rng.standard_normal((2, 3, 5)), jnp.float32),
+                    num_relations=2, in_channels_l=3, out_channels=5)
+    x = jnp.asarray(rng.standard_normal((6, 3)), jnp.float32)
+    edge_index = jnp.asarray(rng.integers(0, 6, (2, 20)), jnp.int32)
+    edge_type = jnp.asarray(rng.integers(0, 2, 20), jnp.int32)
+    f = lambda x, ei, et: conv(x, ei, et)  # noqa: E731
+    assert TARGET not in _cuda_text(f, x, edge_index, edge_type)
+    if _cpu_kernel.usable(np.float32):
+        both = jax.jit(f).trace(x, edge_index, edge_type).lower(
+            lowering_platforms=("cpu", "cuda"))
+        assert both.as_text().count(TARGET) == 1
