@@ -39,9 +39,9 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
+from ...._dtypes import accumulation_dtype
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from ...._dtypes import accumulation_dtype
 from ..._core import _cpu_kernel
 from ..._core._edges import aggregate, edge_array, gather, gather_aggregate, valid
 from .._common import check_flow
