@@ -1,10 +1,14 @@
-"""Attention convs gather per-platform: one joined gather on the CPU, two elsewhere.
+"""Attention convs gather per-platform: no message rows on the CPU, two gathers elsewhere.
 
 On a GPU a joined ``[N, H, C + 1]`` table makes every gathered message row
 ``C + 1`` floats wide and its gradient a scatter-add of ``[E, H, C + 1]`` rows
 (issue 34: the parameter gradient of GATConv 4x64 ran 3x slower than PyG
 CUDA). These tests lower for CUDA on a CPU-only machine and read the HLO:
 what fusion cannot hide is the operand shape of the gathers and scatters.
+
+On the CPU, where the kernel is built, GATConv's weighted sum and its gradient are
+the kernel pair (``weighted_gather_scatter_add`` and ``edge_dot``): no ``[E, H, C]``
+(or ``[E, H, C + 1]``) array is gathered or scattered at all.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from testkit.devices import require_one_device
 from torch2jax_ops.geometric._core._edges import gather, gather_pair
 from torch2jax_ops.geometric.nn import GATConv
 
@@ -50,12 +55,14 @@ def _parameter_gradient_hlo(platform: str) -> str:
     return step.trace(conv).lower(lowering_platforms=(platform,)).as_text()
 
 
-def _scatter_and_gather_widths(hlo: str) -> set:
-    """The trailing sizes of every gather result and scatter operand in StableHLO text."""
+def _scatter_and_gather_widths(hlo: str, rows: int = 0) -> set:
+    """The trailing sizes of every gather result and scatter operand in StableHLO text
+    (``rows``: of those with at least that many rows only)."""
     widths = set()
     for line in hlo.splitlines():
         if "stablehlo.gather" in line or "stablehlo.scatter" in line:
-            widths.update(int(w) for w in re.findall(r"tensor<\d+x\d+x(\d+)xf32>", line))
+            widths.update(int(w) for r, w in re.findall(r"tensor<(\d+)x\d+x(\d+)xf32>", line)
+                          if int(r) >= rows)
     return widths
 
 
@@ -65,9 +72,15 @@ def test_gpu_lowering_gathers_features_and_scores_apart():
     assert C + 1 not in widths, "a joined [E, H, C + 1] row reached the GPU lowering"
 
 
-def test_cpu_lowering_keeps_one_joined_gather():
-    widths = _scatter_and_gather_widths(_parameter_gradient_hlo("cpu"))
-    assert C + 1 in widths, "the CPU's one gather of [h, score] rows is gone"
+def test_cpu_lowering_moves_no_message_rows():
+    require_one_device("the CPU kernel")
+    hlo = _parameter_gradient_hlo("cpu")
+    widths = _scatter_and_gather_widths(hlo, rows=E)
+    assert C not in widths and C + 1 not in widths, "[E, H, C] rows reached the CPU lowering"
+    # the forward's weighted sum, its gradient w.r.t. the features (the same kernel,
+    # ids swapped) and w.r.t. the attention (the edge dot)
+    assert hlo.count("torch2jax_ops_weighted_gather_scatter_add_f32") == 2
+    assert hlo.count("torch2jax_ops_edge_dot_f32") == 1
 
 
 @pytest.mark.parametrize("extra_shape", [(N, H), (N, H, 3)])

@@ -54,7 +54,7 @@ from jax.interpreters import ad, batching, mlir
 from ...torch_scatter._gather import slot_sum, take_rows
 
 __all__ = ["SOURCE", "ENVIRONMENT", "kernel_dir", "library_path", "build", "load_error",
-           "usable", "gather_scatter_add"]
+           "usable", "gather_scatter_add", "weighted_gather_scatter_add", "edge_dot"]
 
 SOURCE = Path(__file__).parent / "_kernels" / "gather_scatter_add.cc"
 #: ``TORCH2JAX_OPS_NATIVE=0`` keeps the XLA forms even where the kernel is built.
@@ -67,6 +67,13 @@ _TARGETS = {np.dtype(np.float32): ("torch2jax_ops_gather_scatter_add_f32",
                                    "T2jGatherScatterAddF32"),
             np.dtype(np.float64): ("torch2jax_ops_gather_scatter_add_f64",
                                    "T2jGatherScatterAddF64")}
+#: the attention pair: the weighted sum and the edge dot (its transpose), per dtype
+_WEIGHTED_TARGETS = {np.dtype(np.float32): ("torch2jax_ops_weighted_gather_scatter_add_f32",
+                                            "T2jWeightedGatherScatterAddF32"),
+                     np.dtype(np.float64): ("torch2jax_ops_weighted_gather_scatter_add_f64",
+                                            "T2jWeightedGatherScatterAddF64")}
+_DOT_TARGETS = {np.dtype(np.float32): ("torch2jax_ops_edge_dot_f32", "T2jEdgeDotF32"),
+                np.dtype(np.float64): ("torch2jax_ops_edge_dot_f64", "T2jEdgeDotF64")}
 _FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC")
 
 
@@ -168,7 +175,8 @@ def _load() -> Optional[str]:
             return reason
     try:
         library = ctypes.cdll.LoadLibrary(str(path))
-        for name, symbol in _TARGETS.values():
+        for name, symbol in (*_TARGETS.values(), *_WEIGHTED_TARGETS.values(),
+                             *_DOT_TARGETS.values()):
             jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(library, symbol)),
                                         platform="cpu")
     except (OSError, AttributeError) as exc:  # pragma: no cover - a broken build
@@ -297,3 +305,130 @@ ad.defjvp(_primitive, _tangent, None, None)
 ad.primitive_transposes[_primitive] = _transpose
 batching.primitive_batchers[_primitive] = _batch
 
+
+
+# -- the attention pair ---------------------------------------------------------------------
+# weighted_gather_scatter_add is bilinear in (table, weight), edge_dot in (a, b); each one's
+# transpose in one argument is the other kernel, so a gradient never builds [E, *H, C].
+
+def _check_pair(op: str, table: jax.Array, other: jax.Array, other_name: str) -> None:
+    if np.dtype(table.dtype) not in _TARGETS or other.dtype != table.dtype:
+        raise TypeError(f"{op}: the arrays must be both float32 or both float64, got "
+                        f"{table.dtype} and {other.dtype}")
+    reason = _load()
+    if reason is not None:
+        raise RuntimeError(reason)
+
+
+def weighted_gather_scatter_add(table: jax.Array, weight: jax.Array, src: jax.Array,
+                                dst: jax.Array, num_segments: int) -> jax.Array:
+    """``segment_sum(weight[..., None] * table[src], dst, num_segments)`` with the CPU kernel.
+
+    ``table [M, *H, C]``, ``weight [E, *H]`` (both float32 or both float64), ``src [E]``,
+    ``dst [E]`` -> ``[num_segments, *H, C]``: the attention-weighted sum of message passing
+    with no ``[E, *H, C]`` buffer. An edge with an id out of range adds nothing. Each
+    product is rounded and then added in edge order, as the XLA steps do (the same bits
+    on the CPU). Check :func:`usable` first: this raises when the kernel is not loaded.
+    """
+    op = "weighted_gather_scatter_add"
+    _check_pair(op, table, weight, "weight")
+    if (table.ndim != weight.ndim + 1 or table.shape[1:-1] != weight.shape[1:]
+            or src.ndim != 1 or dst.shape != src.shape or weight.shape[0] != src.shape[0]):
+        raise ValueError(f"{op}: expected table [M, *H, C], weight [E, *H], src [E], dst [E], "
+                         f"got {table.shape}, {weight.shape}, {src.shape}, {dst.shape}")
+    return _weighted.bind(table, weight, _ids(src, table.shape[0]), _ids(dst, num_segments),
+                          num_segments=int(num_segments))
+
+
+def edge_dot(a: jax.Array, b: jax.Array, ia: jax.Array, ib: jax.Array) -> jax.Array:
+    """``sum(a[ia] * b[ib], axis=-1)`` with the CPU kernel: one dot per edge and head.
+
+    ``a [Ma, *H, C]``, ``b [Mb, *H, C]`` (both float32 or both float64), ``ia [E]``,
+    ``ib [E]`` -> ``[E, *H]``; 0 for an edge with an id out of range. The transpose of
+    :func:`weighted_gather_scatter_add` in its weight (and attention's query-key score).
+    """
+    op = "edge_dot"
+    _check_pair(op, a, b, "b")
+    if a.ndim < 2 or b.shape[1:] != a.shape[1:] or ia.ndim != 1 or ib.shape != ia.shape:
+        raise ValueError(f"{op}: expected a [Ma, *H, C], b [Mb, *H, C], ia [E], ib [E], got "
+                         f"{a.shape}, {b.shape}, {ia.shape}, {ib.shape}")
+    return _dot.bind(a, b, _ids(ia, a.shape[0]), _ids(ib, b.shape[0]))
+
+
+def _weighted_reference(table: jax.Array, weight: jax.Array, src: jax.Array, dst: jax.Array,
+                        *, num_segments: int) -> jax.Array:
+    """The XLA steps: the value of the weighted kernel on every platform."""
+    return slot_sum(weight[..., None] * take_rows(table, src), dst, num_segments)
+
+
+def _dot_reference(a: jax.Array, b: jax.Array, ia: jax.Array, ib: jax.Array) -> jax.Array:
+    return jnp.sum(take_rows(a, ia) * take_rows(b, ib), axis=-1)
+
+
+def _weighted_transpose(cotangent: Any, table: Any, weight: Any, src: jax.Array,
+                        dst: jax.Array, *, num_segments: int) -> list:
+    if ad.is_undefined_primal(src) or ad.is_undefined_primal(dst):  # pragma: no cover
+        raise NotImplementedError("weighted_gather_scatter_add: ids are never linear inputs")
+    if ad.is_undefined_primal(table):  # d table[s] += weight[e] * ct[d]
+        if type(cotangent) is ad.Zero:
+            return [ad.Zero(table.aval), None, None, None]
+        return [_weighted.bind(cotangent, weight, dst, src,
+                               num_segments=table.aval.shape[0]), None, None, None]
+    if type(cotangent) is ad.Zero:  # d weight[e] = <table[s], ct[d]>
+        return [None, ad.Zero(weight.aval), None, None]
+    return [None, _dot.bind(table, cotangent, src, dst), None, None]
+
+
+def _dot_transpose(cotangent: Any, a: Any, b: Any, ia: jax.Array, ib: jax.Array) -> list:
+    if ad.is_undefined_primal(ia) or ad.is_undefined_primal(ib):  # pragma: no cover
+        raise NotImplementedError("edge_dot: ids are never linear inputs")
+    if ad.is_undefined_primal(a):  # d a[ia] += ct[e] * b[ib]
+        if type(cotangent) is ad.Zero:
+            return [ad.Zero(a.aval), None, None, None]
+        return [_weighted.bind(b, cotangent, ib, ia, num_segments=a.aval.shape[0]),
+                None, None, None]
+    if type(cotangent) is ad.Zero:
+        return [None, ad.Zero(b.aval), None, None]
+    return [None, _weighted.bind(a, cotangent, ia, ib, num_segments=b.aval.shape[0]),
+            None, None]
+
+
+def _batched(reference: Any) -> Any:
+    """A batching rule by the XLA steps under ``vmap`` (correct, without the kernel)."""
+    def rule(args: Sequence[jax.Array], dims: Sequence[Any], **params: Any) -> tuple:
+        return jax.vmap(functools.partial(reference, **params), in_axes=tuple(dims))(*args), 0
+    return rule
+
+
+def _ffi(targets: dict) -> Any:
+    def lower(ctx: Any, *args: Any, **params: Any) -> Any:
+        return jax.ffi.ffi_lowering(targets[np.dtype(ctx.avals_in[0].dtype)][0])(ctx, *args)
+    return lower
+
+
+_weighted = Primitive("torch2jax_ops_weighted_gather_scatter_add")
+_weighted.def_impl(functools.partial(jax.jit, static_argnames="num_segments")(
+    lambda table, weight, src, dst, num_segments: _weighted.bind(
+        table, weight, src, dst, num_segments=num_segments)))
+_weighted.def_abstract_eval(lambda table, weight, src, dst, *, num_segments: jax.core.ShapedArray(
+    (num_segments,) + tuple(table.shape[1:]), table.dtype))
+mlir.register_lowering(_weighted, mlir.lower_fun(_weighted_reference, multiple_results=False))
+mlir.register_lowering(_weighted, _ffi(_WEIGHTED_TARGETS), platform="cpu")
+ad.defjvp(_weighted,
+          lambda t, table, weight, src, dst, *, num_segments: _weighted.bind(
+              t, weight, src, dst, num_segments=num_segments),
+          lambda t, table, weight, src, dst, *, num_segments: _weighted.bind(
+              table, t, src, dst, num_segments=num_segments), None, None)
+ad.primitive_transposes[_weighted] = _weighted_transpose
+batching.primitive_batchers[_weighted] = _batched(_weighted_reference)
+
+_dot = Primitive("torch2jax_ops_edge_dot")
+_dot.def_impl(jax.jit(lambda a, b, ia, ib: _dot.bind(a, b, ia, ib)))
+_dot.def_abstract_eval(lambda a, b, ia, ib: jax.core.ShapedArray(
+    (ia.shape[0],) + tuple(a.shape[1:-1]), a.dtype))
+mlir.register_lowering(_dot, mlir.lower_fun(_dot_reference, multiple_results=False))
+mlir.register_lowering(_dot, _ffi(_DOT_TARGETS), platform="cpu")
+ad.defjvp(_dot, lambda t, a, b, ia, ib: _dot.bind(t, b, ia, ib),
+          lambda t, a, b, ia, ib: _dot.bind(a, t, ia, ib), None, None)
+ad.primitive_transposes[_dot] = _dot_transpose
+batching.primitive_batchers[_dot] = _batched(_dot_reference)

@@ -47,7 +47,8 @@ from . import _cpu_kernel
 from ._edge_index import EdgeIndex
 
 __all__ = ["edge_array", "is_sparse_matrix", "targets_sorted", "node_count", "check_ids", "valid",
-           "gather", "gather_rows", "slot_sum", "aggregate", "gather_aggregate"]
+           "gather", "gather_rows", "slot_sum", "aggregate", "gather_aggregate",
+           "gather_weighted_sum", "gather_dot"]
 
 
 def is_sparse_matrix(x: Any) -> bool:
@@ -250,3 +251,50 @@ def gather_aggregate(x: jax.Array, src: jax.Array, dst: jax.Array, num_nodes: in
         return total.astype(x.dtype)
 
     return jax.lax.platform_dependent(cpu=streamed, default=two_steps)
+
+
+def gather_weighted_sum(x: jax.Array, weight: jax.Array, src: jax.Array, dst: jax.Array,
+                        num_nodes: int) -> jax.Array:
+    """``sum_e weight[e, h] * x[src[e], h, :]`` at each target ``dst[e]``: attention's
+    weighted sum of source rows.
+
+    ``x [N_src, *H, C]``, ``weight [E, *H]`` (one float dtype, the accumulation dtype of
+    the caller), ``src [E]``, ``dst [E]`` -> ``[num_nodes, *H, C]``; an edge with an id
+    out of range adds nothing. On the CPU, where the kernel is built, one pass of
+    :func:`~torch2jax_ops.geometric._core._cpu_kernel.weighted_gather_scatter_add`: no
+    ``[E, *H, C]`` buffer, and the gradient is the kernel again (w.r.t. ``x``) and
+    :func:`~torch2jax_ops.geometric._core._cpu_kernel.edge_dot` (w.r.t. ``weight``).
+    At 1M edges into 100k nodes x 4 heads x 64 (2-core CPU, 2026-11-27): forward 328 ms
+    against 462 ms for the XLA steps, forward + gradient 608 against 1330 ms. Elsewhere
+    (other platforms, several devices, the kernel switched off or not built) the XLA
+    steps: gather, multiply, scatter-add, with the same values on the CPU to the bit.
+    """
+    def steps() -> jax.Array:
+        return slot_sum(weight[..., None] * gather_rows(x, src), dst, num_nodes)
+
+    if not _cpu_kernel.usable(x.dtype):
+        return steps()
+    return jax.lax.platform_dependent(
+        cpu=lambda: _cpu_kernel.weighted_gather_scatter_add(x, weight, src, dst, num_nodes),
+        default=steps)
+
+
+def gather_dot(a: jax.Array, b: jax.Array, ia: jax.Array, ib: jax.Array) -> jax.Array:
+    """``sum(a[ia] * b[ib], axis=-1)``: one dot per edge and head (attention's
+    query-key score ``q_i . k_j``).
+
+    ``a [Na, *H, C]``, ``b [Nb, *H, C]`` (one float dtype), ``ia [E]``, ``ib [E]`` ->
+    ``[E, *H]`` in that dtype; 0 for an id out of range. On the CPU, where the kernel
+    is built, :func:`~torch2jax_ops.geometric._core._cpu_kernel.edge_dot` in the
+    accumulation dtype (no ``[E, *H, C]`` buffer; its gradient is
+    :func:`gather_weighted_sum`'s kernel). Elsewhere two gathers, a product and a sum.
+    """
+    def steps() -> jax.Array:
+        return jnp.sum(gather_rows(a, ia) * gather_rows(b, ib), axis=-1)
+
+    acc = _dtypes.accumulation_dtype(a.dtype)
+    if not _cpu_kernel.usable(acc):
+        return steps()
+    return jax.lax.platform_dependent(
+        cpu=lambda: _cpu_kernel.edge_dot(a.astype(acc), b.astype(acc), ia, ib).astype(a.dtype),
+        default=steps)

@@ -13,7 +13,15 @@ from ..._batch_vector import graph_count
 from ..._checking import as_array, is_traced, normalize_dim
 from ..._sharding import OutSharding, sharding_aware
 from ...torch_scatter._gather import csr_ids
-from .._core._edges import check_ids, gather, gather_rows, node_count, slot_sum, valid
+from .._core._edges import (
+    check_ids,
+    gather,
+    gather_rows,
+    gather_weighted_sum,
+    node_count,
+    slot_sum,
+    valid,
+)
 
 __all__ = ["softmax", "segment_softmax", "softmax_aggregate"]
 
@@ -76,7 +84,8 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
                       loop_scores: Optional[jax.Array] = None,
                       loop_messages: Optional[jax.Array] = None,
                       weights: Optional[jax.Array] = None,
-                      loop_weights: Optional[jax.Array] = None) -> jax.Array:
+                      loop_weights: Optional[jax.Array] = None,
+                      src: Optional[jax.Array] = None) -> jax.Array:
     """``aggregate(segment_softmax(scores, index, n)[..., None] * messages, index, n)``, fused.
 
     ``scores`` ``[E, *H]``, ``messages`` ``[E, *H, C]`` -> ``[n, *H, C]``: the
@@ -95,6 +104,15 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
     ``weights`` ``[E, *H]`` (and ``loop_weights`` ``[L, *H]``) multiply the
     normalised attention of each entry: attention dropout is
     ``keep / (1 - p)`` here (the numerator only; the softmax itself is PyG's).
+
+    ``src`` ``[E]``: each entry's message is a row of ``messages`` (then ``[N_src,
+    *H, C]``): ``messages[src]``, PyG's ``x_j``. On the CPU, where the kernel is
+    built, the numerator is then one pass of
+    :func:`~torch2jax_ops.geometric._core._cpu_kernel.weighted_gather_scatter_add`
+    and its gradient the kernel and
+    :func:`~torch2jax_ops.geometric._core._cpu_kernel.edge_dot`: no ``[E, *H, C]``
+    buffer in the forward or the backward pass. Elsewhere the rows are gathered.
+    An entry whose ``src`` is out of range sends nothing.
     """
     if scores.ndim > 1 and all(h == 1 for h in scores.shape[1:]):
         # one head: drop the unit axes (XLA:CPU reduces [E, 1, C] over C, in the
@@ -103,7 +121,7 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
             return None if a is None else a.reshape(a.shape[:1] + a.shape[scores.ndim:][:k])
         out = softmax_aggregate(flat(scores, 0), flat(messages, 1), index, n,
                                 flat(loop_scores, 0), flat(loop_messages, 1),
-                                flat(weights, 0), flat(loop_weights, 0))
+                                flat(weights, 0), flat(loop_weights, 0), src)
         return out.reshape((n,) + messages.shape[1:])
     keep = valid(index, n).reshape((-1,) + (1,) * (scores.ndim - 1))
     scores = jnp.where(keep, scores, 0)  # dropped entries: no inf/NaN, no gradient
@@ -116,7 +134,10 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
     weighted = e if weights is None else e * weights.astype(e.dtype)
     # numerator and denominator as two sums (not one of [e * m, e]): the gradient
     # then gathers each back without slicing a [n, *H, C + 1] cotangent
-    num = slot_sum((weighted[..., None] * messages).astype(acc), index, n)
+    if src is None:
+        num = slot_sum((weighted[..., None] * messages).astype(acc), index, n)
+    else:
+        num = gather_weighted_sum(messages.astype(acc), weighted.astype(acc), src, index, n)
     den = slot_sum(e.astype(acc), index, n)
     if loops:
         assert loop_scores is not None and loop_messages is not None  # loops > 0 needs both
@@ -125,3 +146,4 @@ def softmax_aggregate(scores: jax.Array, messages: jax.Array, index: jax.Array, 
         num = num.at[:loops].add((w_loop[..., None] * loop_messages).astype(acc))
         den = den.at[:loops].add(e_loop.astype(acc))
     return (num / (den[..., None] + 1e-16)).astype(messages.dtype)
+

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from ....nn import Converter
 from ....nn._state import next_key
-from ..._core._edges import valid
+from ..._core._edges import gather_rows, valid
 from ...utils._loops import route_self_loops
 from ...utils._softmax import segment_softmax, softmax_aggregate
 from .._message_passing import MessagePassing
@@ -134,18 +134,22 @@ def edge_attention(scores: jax.Array, dst: jax.Array, n: int,
 def attend(layer: Any, scores: jax.Array, messages: jax.Array, dst: jax.Array, n: int,
            loop_scores: Optional[jax.Array] = None, loop_messages: Optional[jax.Array] = None,
            weights: Optional[jax.Array] = None,
-           loop_weights: Optional[jax.Array] = None) -> jax.Array:
+           loop_weights: Optional[jax.Array] = None,
+           src: Optional[jax.Array] = None) -> jax.Array:
     """``aggregate(softmax(scores)[..., None] * messages)`` at the targets ``dst``: ``[n, *H, C]``.
 
-    ``scores [E, *H]``, ``messages [E, *H, C]``; ``loop_*`` are the node-wise
+    ``scores [E, *H]``, ``messages [E, *H, C]`` (with ``src [E]``: ``[N_src, *H, C]``,
+    each edge's message is ``messages[src]``); ``loop_*`` are the node-wise
     self-loops of nodes ``i < L``; ``weights`` the attention dropout. By sum:
     :func:`~torch2jax_ops.geometric.utils._softmax.softmax_aggregate` (normalised after
-    the sum); by any other ``aggr``: PyG's order (softmax per edge, weighted
-    messages, ``layer.aggregate``).
+    the sum; on the CPU the source rows are never gathered); by any other ``aggr``:
+    PyG's order (softmax per edge, weighted messages, ``layer.aggregate``).
     """
     if sums(layer):
         return softmax_aggregate(scores, messages, dst, n, loop_scores, loop_messages,
-                                 weights, loop_weights)
+                                 weights, loop_weights, src=src)
+    if src is not None:
+        messages = gather_rows(messages, src)
     loops = 0 if loop_scores is None else loop_scores.shape[0]
     alpha = edge_attention(scores, dst, n, loop_scores, weights, loop_weights)
     index = _with_loops(dst, None if not loops else jnp.arange(loops, dtype=dst.dtype))

@@ -11,7 +11,7 @@ from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._convert import state_arrays
 from ....nn._state import next_key
-from ..._core._edges import gather, gather_pair, valid
+from ..._core._edges import gather, valid
 from ...utils._loops import loop_attributes, route_self_loops
 from ...utils._softmax import softmax_aggregate
 from .._common import check_flow, edge_values, graph_input, pair
@@ -109,8 +109,9 @@ class GATConv(eqx.Module):
         # an edge with a dropped end is dropped at its target: no message, no softmax weight
         dst = jnp.where(valid(src, n_src), dst, n_dst)
         heads, channels = self.heads, self.out_channels
-        # each edge's source features and source score (one gather on the CPU)
-        h_j, alpha = gather_pair(h_src, a_src, src)
+        # each edge's source score; its source features h_src[src] are never gathered on
+        # the CPU (softmax_aggregate's src: the kernel reads each row where it adds it)
+        alpha = gather(a_src, src)
         loop_alpha = a_src[:n_loops]
         if a_dst is not None:
             alpha = alpha + gather(a_dst, dst)
@@ -133,9 +134,9 @@ class GATConv(eqx.Module):
             weights = jax.random.bernoulli(key, 1 - p, alpha.shape) / (1 - p)
             loop_weights = jax.random.bernoulli(jax.random.fold_in(key, 1), 1 - p,
                                                 loop_alpha.shape) / (1 - p)
-        out = softmax_aggregate(jax.nn.leaky_relu(alpha, self.negative_slope), h_j, dst, n_dst,
-                                jax.nn.leaky_relu(loop_alpha, self.negative_slope),
-                                h_src[:n_loops], weights, loop_weights)
+        out = softmax_aggregate(jax.nn.leaky_relu(alpha, self.negative_slope), h_src, dst,
+                                n_dst, jax.nn.leaky_relu(loop_alpha, self.negative_slope),
+                                h_src[:n_loops], weights, loop_weights, src=src)
         out = out.reshape(n_dst, -1) if self.concat else jnp.mean(out, axis=1)
         if res is not None:
             out = out + res

@@ -160,8 +160,10 @@ class GATv2Conv(GatedPropagation):
         scores, loop_scores = self._scores(s), self._scores(s_loop)
         weights, loop_weights = dropout_weights(self.training, self.dropout, key, scores.shape,
                                                 loop_scores.shape, op=op)
-        out = attend(self, scores, x_j, dst, n_dst, loop_scores, x_l[:n_loops], weights,
-                     loop_weights)
+        # the weighted sum reads x_l's rows itself (the kernel on the CPU: no [E, H, C]
+        # product, and its gradient w.r.t. x_l is no scatter of one)
+        out = attend(self, scores, x_l, dst, n_dst, loop_scores, x_l[:n_loops], weights,
+                     loop_weights, src=src)
         out = merge_heads(out, heads, self.concat)
         if res is not None:
             out = out + res

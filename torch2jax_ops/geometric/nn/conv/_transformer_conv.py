@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from ...._sharding import sharding_aware
 from ....nn import Converter, Linear, register_converter
-from ..._core._edges import gather_rows, valid
+from ..._core._edges import gather_dot, gather_rows, valid
 from .._common import edge_values, graph_input, pair
 from ._attention import (
     GatedPropagation,
@@ -123,19 +123,22 @@ class TransformerConv(GatedPropagation):
         n_src, n_dst = x_src.shape[0], x_dst.shape[0]
         src, dst = edge_index[0], edge_index[1]
         dst = jnp.where(valid(src, n_src), dst, n_dst)  # a dropped source drops the edge
-        # two gathers, not one of [k, v] sliced after: XLA:CPU copied each slice
-        # out for the reductions that read it (TransformerConv x2 at 1M edges: -15%);
-        # plain gathers (gather_rows) for the same reason
-        k_j = gather_rows(heads_view(k, heads, channels), src)
-        v_j = gather_rows(heads_view(v, heads, channels), src)
-        if edge_attr is not None:
+        k, v, q = (heads_view(a, heads, channels) for a in (k, v, q))
+        if edge_attr is None:
+            # q_i . k_j and the weighted sum of v_j straight from the node rows: on the
+            # CPU the kernel pair, with no [E, H, C] buffer (gather_dot, softmax_aggregate)
+            scores = gather_dot(q, k, dst, src) / math.sqrt(channels)
+            messages, message_src = v, src
+        else:
+            # two gathers, not one of [k, v] sliced after: XLA:CPU copied each slice
+            # out for the reductions that read it (TransformerConv x2 at 1M edges: -15%);
+            # plain gathers (gather_rows) for the same reason
             e = heads_view(self.lin_edge(edge_attr), heads, channels)
-            k_j, v_j = k_j + e, v_j + e
-        q_i = gather_rows(heads_view(q, heads, channels), dst)
-        scores = jnp.sum(q_i * k_j, axis=-1) / math.sqrt(channels)
+            k_j, messages, message_src = gather_rows(k, src) + e, gather_rows(v, src) + e, None
+            scores = jnp.sum(gather_rows(q, dst) * k_j, axis=-1) / math.sqrt(channels)
         weights, _ = dropout_weights(self.training, self.dropout, key, scores.shape, (0,), op=op)
-        out = merge_heads(attend(self, scores, v_j, dst, n_dst, weights=weights), heads,
-                          self.concat)
+        out = merge_heads(attend(self, scores, messages, dst, n_dst, weights=weights,
+                                 src=message_src), heads, self.concat)
         if self.root_weight:
             if self.lin_beta is not None:
                 gate = jax.nn.sigmoid(self.lin_beta(jnp.concatenate([out, skip, out - skip],
