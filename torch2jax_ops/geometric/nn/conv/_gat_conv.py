@@ -15,6 +15,7 @@ from ..._core._edges import gather, valid
 from ...utils._loops import loop_attributes, route_self_loops
 from ...utils._softmax import softmax_aggregate
 from .._common import check_flow, edge_values, graph_input, pair
+from ._attention import head_dot
 
 __all__ = ["GATConv"]
 
@@ -76,6 +77,15 @@ class GATConv(eqx.Module):
         h_src = self.lin_src(x_src).reshape(shape)
         return h_src, None if x_dst is None else self.lin_dst(x_dst).reshape(shape)
 
+    def _scores(self, h: jax.Array, att: jax.Array) -> jax.Array:
+        """``(h * att).sum(-1)``: ``[N, H, C]`` -> ``[N, H]`` as a matmul (``head_dot``).
+        The broadcast-multiply-reduce form ran 8x slower on XLA:CPU with one head
+        (``[N, 1, 256]``: 588 vs 75 ms forward + backward at 100k nodes, 2026-11-27;
+        4 x 64: 73 vs 54 ms)."""
+        if self.heads == 1:
+            return head_dot(h[:, 0], att.reshape(-1))[:, None]
+        return head_dot(h, att[0])
+
     # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
     @sharding_aware
     def __call__(self, x, edge_index, edge_attr=None, *, key=None,
@@ -92,8 +102,8 @@ class GATConv(eqx.Module):
                              f"for a sparse matrix); pass the edge list instead")
         res = None if (self.res is None or x_dst is None) else self.res(x_dst)
         h_src, h_dst = self._project(x_src, x_dst, tuple_input)
-        a_src = jnp.sum(h_src * self.att_src, axis=-1)
-        a_dst = None if h_dst is None else jnp.sum(h_dst * self.att_dst, axis=-1)
+        a_src = self._scores(h_src, self.att_src)
+        a_dst = None if h_dst is None else self._scores(h_dst, self.att_dst)
         n_src = x_src.shape[0]
         n_dst = n_src if x_dst is None else x_dst.shape[0]
         if graph.adj is not None:
