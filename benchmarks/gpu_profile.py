@@ -3,8 +3,9 @@
 Runs the port's jitted fwd+bwd a few times under ``jax.profiler.trace`` (with a
 Perfetto trace), reads the device's kernel events back and prints the kernels
 by total time: what a row above its line spends its time on.
-``--joined`` makes the attention convs gather ``[features, score]`` as one
-array on every platform (the CPU's layout), to compare both layouts on a card.
+``--joined`` makes SuperGATConv and AGNNConv gather ``[features, score]`` as one
+array on every platform (the CPU's layout), to compare both layouts on a card
+(GATConv gathers no joined row any more: its CPU form is the kernel pair).
 
     python benchmarks/gpu_profile.py --family GAT --width 64 --size 1M [--joined]
 """
@@ -25,11 +26,12 @@ import matrix  # noqa: E402
 
 
 def joined_layout() -> None:
-    """Every attention conv gathers ``concatenate([x, extra])`` once, as on the CPU."""
+    """The attention convs that gather pairs do it as one ``concatenate([x, extra])``, as on
+    the CPU."""
     from torch2jax_ops.geometric._core._edges import joined_gather
-    from torch2jax_ops.geometric.nn.conv import _agnn_conv, _gat_conv, _supergat_conv
+    from torch2jax_ops.geometric.nn.conv import _agnn_conv, _supergat_conv
 
-    for module in (_gat_conv, _supergat_conv, _agnn_conv):
+    for module in (_supergat_conv, _agnn_conv):
         module.gather_pair = joined_gather
 
 
