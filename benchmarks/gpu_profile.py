@@ -3,11 +3,8 @@
 Runs the port's jitted fwd+bwd a few times under ``jax.profiler.trace`` (with a
 Perfetto trace), reads the device's kernel events back and prints the kernels
 by total time: what a row above its line spends its time on.
-``--joined`` makes SuperGATConv and AGNNConv gather ``[features, score]`` as one
-array on every platform (the CPU's layout), to compare both layouts on a card
-(GATConv gathers no joined row any more: its CPU form is the kernel pair).
 
-    python benchmarks/gpu_profile.py --family GAT --width 64 --size 1M [--joined]
+    python benchmarks/gpu_profile.py --family GAT --width 64 --size 1M
 """
 from __future__ import annotations
 
@@ -23,16 +20,6 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import matrix  # noqa: E402
-
-
-def joined_layout() -> None:
-    """The attention convs that gather pairs do it as one ``concatenate([x, extra])``, as on
-    the CPU."""
-    from torch2jax_ops.geometric._core._edges import joined_gather
-    from torch2jax_ops.geometric.nn.conv import _agnn_conv, _supergat_conv
-
-    for module in (_supergat_conv, _agnn_conv):
-        module.gather_pair = joined_gather
 
 
 def kernel_times(trace_dir: str) -> dict:
@@ -68,10 +55,7 @@ def main(argv=None) -> int:
     parser.add_argument("--size", default="1M")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--top", type=int, default=12)
-    parser.add_argument("--joined", action="store_true")
     args = parser.parse_args(argv)
-    if args.joined:
-        joined_layout()
     import jax
     import jax.numpy as jnp
     import torch
@@ -94,8 +78,7 @@ def main(argv=None) -> int:
                 step()
         times = kernel_times(tmp)
     total = sum(t for t, _ in times.values())
-    layout = "joined" if args.joined else "per platform"
-    print(f"{matrix.label(args.family, args.width)} at {args.size} ({layout}): "
+    print(f"{matrix.label(args.family, args.width)} at {args.size}: "
           f"{total / args.steps / 1e3:.3f} ms of kernels per step")
     for name, (t, calls) in sorted(times.items(), key=lambda kv: -kv[1][0])[:args.top]:
         print(f"  {t / args.steps / 1e3:8.3f} ms  x{calls // args.steps:<3d} {name[:90]}")

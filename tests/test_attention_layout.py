@@ -1,10 +1,11 @@
-"""Attention convs gather per-platform: no message rows on the CPU, two gathers elsewhere.
+"""Attention convs per platform: no message rows on the CPU, plain gathers elsewhere.
 
-On a GPU a joined ``[N, H, C + 1]`` table makes every gathered message row
-``C + 1`` floats wide and its gradient a scatter-add of ``[E, H, C + 1]`` rows
-(issue 34: the parameter gradient of GATConv 4x64 ran 3x slower than PyG
-CUDA). These tests lower for CUDA on a CPU-only machine and read the HLO:
-what fusion cannot hide is the operand shape of the gathers and scatters.
+On a GPU a joined ``[N, H, C + 1]`` table (features and score, the CPU's layout
+before the kernel pair) made every gathered message row ``C + 1`` floats wide
+and its gradient a scatter-add of ``[E, H, C + 1]`` rows (issue 34: the
+parameter gradient of GATConv 4x64 ran 3x slower than PyG CUDA). These tests
+lower for CUDA on a CPU-only machine and read the HLO: what fusion cannot hide
+is the operand shape of the gathers and scatters.
 
 On the CPU, where the kernel is built, GATConv's weighted sum and its gradient are
 the kernel pair (``weighted_gather_scatter_add`` and ``edge_dot``): no ``[E, H, C]``
@@ -18,10 +19,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from testkit.devices import require_one_device
-from torch2jax_ops.geometric._core._edges import gather, gather_pair
 from torch2jax_ops.geometric.nn import GATConv
 
 N, E, H, C, F = 40, 160, 4, 8, 6
@@ -81,28 +80,3 @@ def test_cpu_lowering_moves_no_message_rows():
     # ids swapped) and w.r.t. the attention (the edge dot)
     assert hlo.count("torch2jax_ops_weighted_gather_scatter_add_f32") == 2
     assert hlo.count("torch2jax_ops_edge_dot_f32") == 1
-
-
-@pytest.mark.parametrize("extra_shape", [(N, H), (N, H, 3)])
-def test_gather_pair_equals_two_gathers(extra_shape):
-    rng = np.random.default_rng(2)
-    x = jnp.asarray(rng.standard_normal((N, H, C)), jnp.float32)
-    extra = jnp.asarray(rng.standard_normal(extra_shape), jnp.float32)
-    # dropped ids (-1 and N) read zeros on both paths
-    ids = jnp.asarray(np.r_[rng.integers(0, N, 30), -1, N], jnp.int32)
-    rows, more = jax.jit(gather_pair)(x, extra, ids)
-    np.testing.assert_array_equal(rows, gather(x, ids))
-    np.testing.assert_array_equal(more, gather(extra, ids))
-    assert float(jnp.abs(rows[-2:]).max()) == 0.0 and float(jnp.abs(more[-2:]).max()) == 0.0
-
-    def loss(x, extra):
-        a, b = gather_pair(x, extra, ids)
-        return jnp.sum(a * 1.5) + jnp.sum(b ** 2)
-
-    def reference(x, extra):
-        return jnp.sum(gather(x, ids) * 1.5) + jnp.sum(gather(extra, ids) ** 2)
-
-    got = jax.grad(loss, argnums=(0, 1))(x, extra)
-    want = jax.grad(reference, argnums=(0, 1))(x, extra)
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)

@@ -140,31 +140,6 @@ def gather(x: jax.Array, ids: jax.Array) -> jax.Array:
     return take_groups(x, ids, 0)
 
 
-def gather_pair(x: jax.Array, extra: jax.Array, ids: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(gather(x, ids), gather(extra, ids))``: an attention conv's source features
-    ``x [N, *H, C]`` and per-node scores ``extra [N, *H]`` (or more features
-    ``[N, *H, D]``, same dtype) for each edge.
-
-    On the CPU one gather of ``concatenate([x, extra])`` (:func:`joined_gather`: the
-    gather is the costliest op there, and its backward is one scatter-add, not two).
-    Elsewhere two gathers: on a GPU the joined row is ``C + 1`` floats wide (65 at
-    ``C = 64``: no aligned vector loads), and the backward scatter-adds
-    ``[E, *H, C + 1]`` rows; per-platform choice by ``jax.lax.platform_dependent``.
-    The values are the same on every platform.
-    """
-    return jax.lax.platform_dependent(cpu=lambda: joined_gather(x, extra, ids),
-                                      default=lambda: (gather(x, ids), gather(extra, ids)))
-
-
-def joined_gather(x: jax.Array, extra: jax.Array, ids: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """:func:`gather_pair` as one gather of ``concatenate([x, extra])`` on every platform (the
-    CPU's form; ``benchmarks/gpu_profile.py --joined`` times it on a card)."""
-    scores = extra.ndim == x.ndim - 1  # [N, *H] beside [N, *H, C]: one column more
-    width = x.shape[-1]
-    both = gather(jnp.concatenate([x, extra[..., None] if scores else extra], axis=-1), ids)
-    return both[..., :width], both[..., width] if scores else both[..., width:]
-
-
 def gather_rows(x: jax.Array, ids: jax.Array) -> jax.Array:
     """:func:`gather` as a plain gather from ``x`` with a zero row appended: for rows a
     reduction reads (attention queries, keys, values); see

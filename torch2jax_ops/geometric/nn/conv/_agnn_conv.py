@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from ...._checking import as_array
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from ..._core._edges import gather, gather_pair
+from ..._core._edges import gather_dot
 from .._common import graph_input
 from ._attention import GatedPropagation, attend, l2_normalize, loop_plan
 from ._propagation import check_common, convert_aggr
@@ -49,10 +49,11 @@ class AGNNConv(GatedPropagation):
         beta = self.beta if self.requires_grad else jax.lax.stop_gradient(self.beta)
         x_norm = l2_normalize(x)
         src, dst, n_loops = loop_plan(edge_index, n, n, self.add_self_loops)
-        x_j, x_norm_j = gather_pair(x, x_norm, src)
-        scores = beta * jnp.sum(gather(x_norm, dst) * x_norm_j, axis=-1)
+        # cosine scores as edge dots and the sum of source rows by src: on the CPU the
+        # kernel pair, no [E, F] buffer (geometric/_core/_edges.py)
+        scores = beta * gather_dot(x_norm, x_norm, dst, src)
         loop_scores = beta * jnp.sum(x_norm[:n_loops] * x_norm[:n_loops], axis=-1)
-        return attend(self, scores, x_j, dst, n, loop_scores, x[:n_loops])
+        return attend(self, scores, x, dst, n, loop_scores, x[:n_loops], src=src)
 
 
 @register_converter("torch_geometric.nn.conv.agnn_conv.AGNNConv")

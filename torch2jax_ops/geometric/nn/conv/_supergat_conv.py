@@ -12,7 +12,7 @@ from ...._checking import as_array
 from ...._sharding import OutSharding, sharding_aware
 from ....nn import Converter, Linear, register_converter
 from ....nn._state import next_key
-from ..._core._edges import edge_array, gather, gather_pair, valid
+from ..._core._edges import edge_array, gather, gather_dot, valid
 from .._common import graph_input
 from ._attention import (
     GatedPropagation,
@@ -84,7 +84,10 @@ class SuperGATConv(GatedPropagation):
 
     def _logits(self, h_i: jax.Array, h_j: jax.Array) -> jax.Array:
         """PyG's ``get_attention(..., return_logits=True)``: ``[E, H]`` (one head ``[E]``)."""
-        logits = jnp.sum(h_i * h_j, axis=-1)
+        return self._scaled(jnp.sum(h_i * h_j, axis=-1))
+
+    def _scaled(self, logits: jax.Array) -> jax.Array:
+        """``SD`` divides the dot products by ``sqrt(C)``; ``MX`` keeps them."""
         return logits if self.attention_type == "MX" else logits / math.sqrt(self.out_channels)
 
     # multi-device: a ShardedGraph's edge arrays route this call to shard_map (see _sharding)
@@ -106,18 +109,14 @@ class SuperGATConv(GatedPropagation):
         src, dst, n_loops = loop_plan(edge_index, n, n, self.add_self_loops)
         if self.attention_type == "MX":
             assert self.att_l is not None and self.att_r is not None  # "MX" has both
-            # each end's features and attention score (one gather per end on the CPU)
             a_l = jnp.sum(h * self._vector(self.att_l), axis=-1)
             a_r = jnp.sum(h * self._vector(self.att_r), axis=-1)
-            h_j, s_j = gather_pair(h, a_l, src)
-            h_i, s_i = gather_pair(h, a_r, dst)
-            logits = self._logits(h_i, h_j)
+            logits = self._scaled(gather_dot(h, h, dst, src))
             loop_logits = self._logits(h[:n_loops], h[:n_loops])
-            scores = (s_j + s_i) * jax.nn.sigmoid(logits)
+            scores = (gather(a_l, src) + gather(a_r, dst)) * jax.nn.sigmoid(logits)
             loop_scores = (a_l[:n_loops] + a_r[:n_loops]) * jax.nn.sigmoid(loop_logits)
         else:
-            h_j, h_i = gather(h, src), gather(h, dst)
-            scores = logits = self._logits(h_i, h_j)
+            scores = logits = self._scaled(gather_dot(h, h, dst, src))
             loop_scores = loop_logits = self._logits(h[:n_loops], h[:n_loops])
         scores = jax.nn.leaky_relu(scores, self.negative_slope)
         loop_scores = jax.nn.leaky_relu(loop_scores, self.negative_slope)
@@ -126,7 +125,10 @@ class SuperGATConv(GatedPropagation):
             key = next_key(op) if key is None else key
         weights, loop_weights = dropout_weights(self.training, self.dropout, key, scores.shape,
                                                 loop_scores.shape, op=op)
-        out = attend(self, scores, h_j, dst, n, loop_scores, h[:n_loops], weights, loop_weights)
+        # the edges' logits are edge dots and the messages h[src] are read by the weighted
+        # sum itself: on the CPU the kernel pair, no [E, H, C] buffer
+        out = attend(self, scores, h, dst, n, loop_scores, h[:n_loops], weights, loop_weights,
+                     src=src)
         out = merge_heads(out, heads, self.concat)
         if self.bias is not None:
             out = out + self.bias
