@@ -2,6 +2,8 @@
 jit vs eager, user models converted in one call, refused settings and call errors, the
 dropped slot, training-mode randomness, SuperGAT's attention loss, returned attention weights,
 and a test per PyG quirk the ports mirror."""
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -376,3 +378,48 @@ def test_gatv2_bipartite_with_more_sources_loops_the_first_targets():
                               torch.tensor(rng.integers(0, 4, 15))])
     edge_index[:, :2] = torch.tensor([[1, 2], [1, 2]])  # existing loops: removed
     assert_modules_parity(conv, from_torch(conv), (x_src, x_dst), edge_index)
+
+
+@pytest.mark.parametrize("make, width", [
+    (lambda: tnn.GATConv(6, 5, heads=3), 5),
+    (lambda: tnn.GATConv(6, 5, heads=1), 5),
+    (lambda: tnn.GATv2Conv(6, 5, heads=3), None),  # its scores need x_i + x_j per edge
+    (lambda: tnn.TransformerConv(6, 5, heads=3), 5),
+    (lambda: tnn.SuperGATConv(6, 5, heads=3, attention_type="MX"), 5),
+    (lambda: tnn.SuperGATConv(6, 5, heads=3, attention_type="SD"), 5),
+    (lambda: tnn.AGNNConv(), 6),
+], ids=["GAT", "GAT-one-head", "GATv2", "Transformer", "SuperGAT-MX", "SuperGAT-SD", "AGNN"])
+def test_attention_sums_run_the_cpu_kernel_pair(make, width):
+    """On the CPU (one device, the kernel built), the attention convs whose messages are
+    source rows take the kernel pair: the forward's weighted sum, its gradient (the same
+    kernel and the edge dot), matched to PyG's value and gradient, and no ``[E, ..]``
+    message rows gathered or scattered in the compiled gradient (GATv2Conv gathers them for
+    its scores; migration_guide/layers.md, "Attention on the CPU")."""
+    from testkit.devices import require_one_device
+
+    require_one_device("the CPU kernel")
+    torch.manual_seed(0)
+    layer = make().eval()
+    e = 90
+    x = torch.randn(30, 6)
+    edge_index = torch.randint(0, 30, (2, e))
+    port = from_torch(layer)
+    params, static = eqx.partition(port, eqx.is_array)
+    xs, ei = jx(x), jnp.asarray(edge_index.numpy(), jnp.int32)
+
+    def loss(p, x):
+        return jnp.sum(jnp.sin(eqx.combine(p, static)(x, ei)))
+
+    step = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    text = step.lower(params, xs).as_text()
+    assert text.count("torch2jax_ops_weighted_gather_scatter_add") >= 2
+    assert "torch2jax_ops_edge_dot" in text
+    for line in text.splitlines() if width is not None else ():
+        if "stablehlo.gather" in line or "stablehlo.scatter" in line:
+            # per-edge scores ([E, H] or [E]) may be gathered; message rows [E, (H,) C] never
+            for rows, last in re.findall(r"tensor<(\d+)(?:x\d+)*x(\d+)xf32>", line):
+                assert not (int(rows) >= e and int(last) == width), line
+    grads = step(params, xs)
+    x.requires_grad_(True)
+    torch.sin(layer(x, edge_index)).sum().backward()
+    np.testing.assert_allclose(np.asarray(grads[1]), x.grad.numpy(), rtol=1e-4, atol=1e-5)
