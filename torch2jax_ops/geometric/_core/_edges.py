@@ -48,7 +48,7 @@ from ._edge_index import EdgeIndex
 
 __all__ = ["edge_array", "is_sparse_matrix", "targets_sorted", "node_count", "check_ids", "valid",
            "gather", "gather_rows", "slot_sum", "aggregate", "gather_aggregate",
-           "gather_weighted_sum", "gather_dot"]
+           "gather_weighted_sum", "gather_dot", "kernel_sums"]
 
 
 def is_sparse_matrix(x: Any) -> bool:
@@ -174,6 +174,15 @@ def aggregate(messages: jax.Array, index: jax.Array, num_nodes: int, reduce: str
     else:
         result = groups.extremum(messages, kind)
     return groups.from_groups(result)
+
+
+def kernel_sums(dtype: Any) -> bool:
+    """Whether :func:`gather_aggregate` (``sum``/``mean``) and :func:`gather_weighted_sum`
+    run the CPU kernel for rows of ``dtype`` in a function traced now, on the CPU: the
+    kernel is built and loads, it is not switched off, and the process has one device
+    (:func:`~torch2jax_ops.geometric._core._cpu_kernel.usable`, for the accumulation dtype).
+    A layer that orders its work around the kernel asks this."""
+    return _cpu_kernel.usable(_dtypes.accumulation_dtype(dtype))
 
 
 def gather_aggregate(x: jax.Array, src: jax.Array, dst: jax.Array, num_nodes: int,

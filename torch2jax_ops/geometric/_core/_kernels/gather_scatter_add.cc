@@ -48,9 +48,12 @@ constexpr int64_t kParallelElements = 1 << 22;
 constexpr int64_t kPrefetchBytes = 128;
 constexpr int64_t kAhead = 16;
 
-template <typename T, bool kPrefetch>
-void AddEdges(const T* table, int64_t m, const int32_t* src, const int32_t* dst, int64_t edges,
-              T* out, int64_t features, int64_t lo, int64_t hi) {
+// Calls add(e, table row of src[e], out row of dst[e]) for the edges whose dst lies in
+// [lo, hi) and whose src lies in [0, m), in edge order (kPrefetch: the rows of the edge
+// kAhead on are prefetched).
+template <typename T, bool kPrefetch, typename Add>
+void ForEdges(const T* table, int64_t m, const int32_t* src, const int32_t* dst, int64_t edges,
+              T* out, int64_t features, int64_t lo, int64_t hi, Add add) {
   for (int64_t e = 0; e < edges; ++e) {
     if (kPrefetch && e + kAhead < edges) {
       const int64_t da = dst[e + kAhead], sa = src[e + kAhead];
@@ -63,10 +66,17 @@ void AddEdges(const T* table, int64_t m, const int32_t* src, const int32_t* dst,
     if (d < lo || d >= hi) continue;
     const int64_t s = src[e];
     if (s < 0 || s >= m) continue;
-    const T* __restrict row = table + s * features;
-    T* __restrict acc = out + d * features;
-    for (int64_t j = 0; j < features; ++j) acc[j] += row[j];
+    add(e, table + s * features, out + d * features);
   }
+}
+
+template <typename T, bool kPrefetch>
+void AddEdges(const T* table, int64_t m, const int32_t* src, const int32_t* dst, int64_t edges,
+              T* out, int64_t features, int64_t lo, int64_t hi) {
+  ForEdges<T, kPrefetch>(table, m, src, dst, edges, out, features, lo, hi,
+                         [features](int64_t, const T* __restrict row, T* __restrict acc) {
+                           for (int64_t j = 0; j < features; ++j) acc[j] += row[j];
+                         });
 }
 
 // out[lo:hi] = the sum of the rows of the edges whose dst lies in [lo, hi), in edge order.
@@ -167,30 +177,18 @@ template <typename T, bool kPrefetch>
 void WeightedAddEdges(const T* table, int64_t m, const T* weight, int64_t heads,
                       int64_t channels, const int32_t* src, const int32_t* dst, int64_t edges,
                       T* out, int64_t lo, int64_t hi) {
-  const int64_t features = heads * channels;
-  for (int64_t e = 0; e < edges; ++e) {
-    if (kPrefetch && e + kAhead < edges) {
-      const int64_t da = dst[e + kAhead], sa = src[e + kAhead];
-      if (da >= lo && da < hi && sa >= 0 && sa < m) {
-        __builtin_prefetch(table + sa * features);
-        __builtin_prefetch(out + da * features, 1);
-      }
-    }
-    const int64_t d = dst[e];
-    if (d < lo || d >= hi) continue;
-    const int64_t s = src[e];
-    if (s < 0 || s >= m) continue;
-    const T* w = weight + e * heads;
-    for (int64_t h = 0; h < heads; ++h) {
-      const T wh = w[h];
-      const T* __restrict row = table + s * features + h * channels;
-      T* __restrict acc = out + d * features + h * channels;
-      for (int64_t j = 0; j < channels; ++j) {
-        const T product = wh * row[j];  // rounded, then added: XLA's two steps
-        acc[j] += product;
-      }
-    }
-  }
+  ForEdges<T, kPrefetch>(
+      table, m, src, dst, edges, out, heads * channels, lo, hi,
+      [=](int64_t e, const T* __restrict row, T* __restrict acc) {
+        const T* w = weight + e * heads;
+        for (int64_t h = 0; h < heads; ++h) {
+          const T wh = w[h];
+          for (int64_t j = 0; j < channels; ++j) {
+            const T product = wh * row[h * channels + j];  // rounded, then added: XLA's steps
+            acc[h * channels + j] += product;
+          }
+        }
+      });
 }
 
 // The feature layout [rows, *H, C] of `table` against `weight` [E, *H]: heads = prod(H),

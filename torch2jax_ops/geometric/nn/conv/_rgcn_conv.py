@@ -39,11 +39,9 @@ import jax
 import jax.numpy as jnp
 
 from ...._checking import as_array
-from ...._dtypes import accumulation_dtype
 from ...._sharding import sharding_aware
 from ....nn import Converter, register_converter
-from ..._core import _cpu_kernel
-from ..._core._edges import aggregate, edge_array, gather, gather_aggregate, valid
+from ..._core._edges import aggregate, edge_array, gather, gather_aggregate, kernel_sums, valid
 from .._common import check_flow
 from ..aggr._base import aggregate_messages
 
@@ -128,7 +126,7 @@ class RGCNConv(eqx.Module):
                 msg = self._transformed(x_l, weight, src, rel)
                 return self._reduce(msg, key, dst, ok, n_dst)
 
-            if not _cpu_kernel.usable(accumulation_dtype(x_l.dtype)):
+            if not kernel_sums(x_l.dtype):
                 return projected()
 
             def kernel_first():
