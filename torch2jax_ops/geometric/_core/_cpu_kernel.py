@@ -311,9 +311,9 @@ batching.primitive_batchers[_primitive] = _batch
 # weighted_gather_scatter_add is bilinear in (table, weight), edge_dot in (a, b); each one's
 # transpose in one argument is the other kernel, so a gradient never builds [E, *H, C].
 
-def _check_pair(op: str, table: jax.Array, other: jax.Array, other_name: str) -> None:
+def _check_pair(op: str, table: jax.Array, other: jax.Array, names: str) -> None:
     if np.dtype(table.dtype) not in _TARGETS or other.dtype != table.dtype:
-        raise TypeError(f"{op}: the arrays must be both float32 or both float64, got "
+        raise TypeError(f"{op}: {names} must be both float32 or both float64, got "
                         f"{table.dtype} and {other.dtype}")
     reason = _load()
     if reason is not None:
@@ -331,7 +331,7 @@ def weighted_gather_scatter_add(table: jax.Array, weight: jax.Array, src: jax.Ar
     on the CPU). Check :func:`usable` first: this raises when the kernel is not loaded.
     """
     op = "weighted_gather_scatter_add"
-    _check_pair(op, table, weight, "weight")
+    _check_pair(op, table, weight, "`table` and `weight`")
     if (table.ndim != weight.ndim + 1 or table.shape[1:-1] != weight.shape[1:]
             or src.ndim != 1 or dst.shape != src.shape or weight.shape[0] != src.shape[0]):
         raise ValueError(f"{op}: expected table [M, *H, C], weight [E, *H], src [E], dst [E], "
@@ -348,7 +348,7 @@ def edge_dot(a: jax.Array, b: jax.Array, ia: jax.Array, ib: jax.Array) -> jax.Ar
     :func:`weighted_gather_scatter_add` in its weight (and attention's query-key score).
     """
     op = "edge_dot"
-    _check_pair(op, a, b, "b")
+    _check_pair(op, a, b, "`a` and `b`")
     if a.ndim < 2 or b.shape[1:] != a.shape[1:] or ia.ndim != 1 or ib.shape != ia.shape:
         raise ValueError(f"{op}: expected a [Ma, *H, C], b [Mb, *H, C], ia [E], ib [E], got "
                          f"{a.shape}, {b.shape}, {ia.shape}, {ib.shape}")
